@@ -1,0 +1,212 @@
+//! The event model: what a vmview trace records, independent of how it is
+//! encoded on disk or shown to a user.
+//!
+//! Events refer to symbols (strings, methods, threads) through small `Copy`
+//! handles. The agent interns each name once and the trace file stores it
+//! once per chunk as a symbol record, so an event is a handful of varints.
+//! A [`crate::SymbolTable`] turns handles back into names.
+
+/// Handle of an interned string (class names, method names, descriptors,
+/// thread names, loader names, parameter names). Assigned by the producer,
+/// stable for the whole trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StringId(pub u32);
+
+/// Handle of an interned method (class, name, descriptor, parameter names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MethodId(pub u32);
+
+/// Handle of a traced thread. Small and dense: the n-th thread that emitted
+/// an event, not the JVM's thread id (which the thread symbol carries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ThreadRef(pub u32);
+
+/// A place in a method: bytecode index plus source line when the class has a
+/// LineNumberTable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Loc {
+    /// Bytecode index; -1 for a native method or an unknown location.
+    pub bci: i32,
+    /// Source line, or `None` when the class has no line numbers.
+    pub line: Option<u32>,
+}
+
+/// A monitor (the object a `synchronized` block or `wait()` uses), named as
+/// `class@identityHash`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Monitor {
+    /// Dotted binary name of the object's class.
+    pub class: StringId,
+    /// `System.identityHashCode` of the object.
+    pub hash: u32,
+}
+
+/// A captured Java value: a parameter, a return value.
+///
+/// Primitives are kept exactly; Strings by content (bounded: `truncated`
+/// holds the full length when the content was cut); boxed primitives by
+/// value; arrays by element type and length; any other object by class and
+/// identity hash. vmview never calls an arbitrary `toString()`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Boolean(bool),
+    Byte(i8),
+    Char(u16),
+    Short(i16),
+    Int(i32),
+    Long(i64),
+    Float(f32),
+    Double(f64),
+    /// `java.lang.String` contents. `full_len` is `Some(n)` when only the
+    /// first part of an `n`-character string was kept.
+    Str { text: String, full_len: Option<u32> },
+    /// A boxed primitive (`java.lang.Integer` …): its class and unboxed value.
+    Boxed { class: StringId, value: Box<Value> },
+    /// An array: its type (dotted, e.g. `int[]`, `java.lang.String[]`) and length.
+    Array { class: StringId, length: u32 },
+    /// Any other object: `class@identityHash`.
+    Object { class: StringId, hash: u32 },
+    /// The value could not be read (for example an optimised-away local).
+    Unavailable,
+}
+
+/// How a method returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Returned normally from a `void` method.
+    Void,
+    /// Returned normally with this value (or the value was not captured:
+    /// [`Value::Unavailable`]).
+    Value(Value),
+    /// An exception of this class unwound the frame.
+    Exception { class: StringId },
+}
+
+/// One recorded event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Unique and strictly increasing within a trace (not necessarily
+    /// consecutive: a filtered trace keeps its source's ids).
+    pub id: u64,
+    /// Nanoseconds since the trace started.
+    pub time_ns: u64,
+    /// The thread that emitted it.
+    pub thread: ThreadRef,
+    pub kind: EventKind,
+}
+
+/// The event types of DESIGN.md, with their fields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind {
+    /// The thread started (its name, group … are in its thread symbol).
+    ThreadStart,
+    /// The thread ended.
+    ThreadEnd,
+    /// A class was loaded (prepared).
+    ClassLoad {
+        class: StringId,
+        /// Class name of the defining loader, or `bootstrap`.
+        loader: StringId,
+        /// Where it came from when known (source file or code source), else empty.
+        source: StringId,
+    },
+    /// A traced method was entered. Parameter names come from the method symbol.
+    Call {
+        method: MethodId,
+        /// Call-stack depth, counted from the stack base (the thread's first
+        /// frame is depth 1) over all frames, traced or not.
+        depth: u32,
+        /// Where the caller was, when known.
+        caller: Option<(MethodId, Loc)>,
+        /// One value per parameter, `this` excluded, in declaration order.
+        params: Vec<Value>,
+    },
+    /// A traced method returned, normally or by an exception.
+    Return {
+        method: MethodId,
+        depth: u32,
+        outcome: Outcome,
+        /// Wall time since the matching CALL.
+        elapsed_ns: u64,
+    },
+    /// An exception was thrown.
+    Throw {
+        /// Dotted class name of the exception.
+        exception: StringId,
+        /// Its detail message (bounded), when it has one.
+        message: Option<String>,
+        method: MethodId,
+        loc: Loc,
+        /// Where it will be caught; `None` when uncaught.
+        catch: Option<(MethodId, Loc)>,
+    },
+    /// An exception was caught.
+    Catch {
+        exception: StringId,
+        method: MethodId,
+        loc: Loc,
+    },
+    /// The thread blocks on a monitor another thread owns.
+    MonitorContendedEnter {
+        monitor: Monitor,
+        owner: Option<ThreadRef>,
+    },
+    /// The thread got the monitor after waiting `wait_ns`.
+    MonitorContendedEntered { monitor: Monitor, wait_ns: u64 },
+    /// The thread calls `Object.wait(timeout_ms)` (0 = no timeout).
+    MonitorWait { monitor: Monitor, timeout_ms: i64 },
+    /// The thread's `wait()` ended after `wait_ns`.
+    MonitorWaited {
+        monitor: Monitor,
+        timed_out: bool,
+        wait_ns: u64,
+    },
+    /// A garbage collection started.
+    GcStart,
+    /// A garbage collection finished after `duration_ns`.
+    GcFinish { duration_ns: u64 },
+    /// The producer dropped `count` events (buffer budget exceeded) since
+    /// the previous `Dropped` record. Totals are in the trace statistics.
+    Dropped { count: u64 },
+}
+
+impl EventKind {
+    /// The event type as DESIGN.md and the JSON Lines `type` key name it.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventKind::ThreadStart => "THREAD_START",
+            EventKind::ThreadEnd => "THREAD_END",
+            EventKind::ClassLoad { .. } => "CLASS_LOAD",
+            EventKind::Call { .. } => "CALL",
+            EventKind::Return { .. } => "RETURN",
+            EventKind::Throw { .. } => "THROW",
+            EventKind::Catch { .. } => "CATCH",
+            EventKind::MonitorContendedEnter { .. } => "MONITOR_CONTENDED_ENTER",
+            EventKind::MonitorContendedEntered { .. } => "MONITOR_CONTENDED_ENTERED",
+            EventKind::MonitorWait { .. } => "MONITOR_WAIT",
+            EventKind::MonitorWaited { .. } => "MONITOR_WAITED",
+            EventKind::GcStart => "GC_START",
+            EventKind::GcFinish { .. } => "GC_FINISH",
+            EventKind::Dropped { .. } => "DROPPED",
+        }
+    }
+}
+
+/// Every event type name, in tag order.
+pub const EVENT_TYPE_NAMES: &[&str] = &[
+    "THREAD_START",
+    "THREAD_END",
+    "CLASS_LOAD",
+    "CALL",
+    "RETURN",
+    "THROW",
+    "CATCH",
+    "MONITOR_CONTENDED_ENTER",
+    "MONITOR_CONTENDED_ENTERED",
+    "MONITOR_WAIT",
+    "MONITOR_WAITED",
+    "GC_START",
+    "GC_FINISH",
+    "DROPPED",
+];
