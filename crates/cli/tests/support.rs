@@ -1,0 +1,143 @@
+//! Shared helpers: compile the Java fixtures once, run `vmview record` on
+//! one of them, read a trace back as JSON Lines.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// The `vmview` binary under test.
+pub fn vmview() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_vmview"))
+}
+
+/// The agent library `vmview record` injects; it must sit next to the binary.
+pub fn agent() -> PathBuf {
+    let lib = vmview().with_file_name("libvmview_agent.so");
+    assert!(
+        lib.exists(),
+        "{} is missing: build the whole workspace first (`cargo build --workspace`), then run the tests",
+        lib.display()
+    );
+    lib
+}
+
+/// A fresh directory for one test's files.
+pub fn scratch(name: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "cli-{}-{}-{}",
+        name,
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+/// The fixtures under `tests/fixtures`, compiled once with `javac -g`.
+pub fn classes() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fx");
+        let out = scratch("classes");
+        let mut sources: Vec<PathBuf> = std::fs::read_dir(&src)
+            .expect("fixtures dir")
+            .map(|e| e.expect("dir entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "java"))
+            .collect();
+        sources.sort();
+        let status = Command::new("javac")
+            .arg("-g")
+            .arg("-d")
+            .arg(&out)
+            .args(&sources)
+            .status()
+            .expect("run javac (is a JDK installed?)");
+        assert!(status.success(), "javac failed on the fixtures");
+        out
+    })
+}
+
+/// What one `vmview record` run left behind.
+pub struct Recording {
+    pub trace: PathBuf,
+    pub output: Output,
+}
+
+impl Recording {
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    /// The trace's events as parsed JSON Lines.
+    pub fn events(&self) -> Vec<Value> {
+        jsonl(&self.trace)
+    }
+}
+
+/// Runs `vmview record FLAGS -o TRACE -- java JVM_ARGS -cp FIXTURES MAIN ARGS`.
+pub fn record(flags: &[&str], jvm_args: &[&str], main: &str, args: &[&str]) -> Recording {
+    agent();
+    let dir = scratch(main);
+    let trace = dir.join("trace.vmv");
+    let output = Command::new(vmview())
+        .arg("record")
+        .args(flags)
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg("java")
+        .args(jvm_args)
+        .arg("-cp")
+        .arg(classes())
+        .arg(main)
+        .args(args)
+        .output()
+        .expect("run vmview record");
+    Recording { trace, output }
+}
+
+/// Runs `vmview ARGS` and returns its output.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(vmview())
+        .args(args)
+        .output()
+        .expect("run vmview")
+}
+
+/// `vmview show TRACE --format jsonl`, parsed; panics with stderr if it fails.
+pub fn jsonl(trace: &Path) -> Vec<Value> {
+    let out = run(&["show", path_str(trace), "--format", "jsonl"]);
+    assert!(
+        out.status.success(),
+        "vmview show failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8 output")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// Events of one type.
+pub fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == ty).collect()
+}
+
+/// The first event of `ty` whose `method` is `method`.
+pub fn find<'a>(events: &'a [Value], ty: &str, method: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["type"] == ty && e["method"] == method)
+        .unwrap_or_else(|| panic!("no {ty} event for method {method}"))
+}

@@ -1,0 +1,9 @@
+//! End-to-end tests of `vmview`: real Java fixtures, compiled with `javac -g`,
+//! recorded by the real agent, read back through the CLI. One test binary
+//! (STYLE.md) keeps link time down on small machines.
+
+mod support;
+
+mod errors;
+mod recording;
+mod recovery;
