@@ -60,13 +60,25 @@ pub enum Value {
     Double(f64),
     /// `java.lang.String` contents. `full_len` is `Some(n)` when only the
     /// first part of an `n`-character string was kept.
-    Str { text: String, full_len: Option<u32> },
+    Str {
+        text: String,
+        full_len: Option<u32>,
+    },
     /// A boxed primitive (`java.lang.Integer` …): its class and unboxed value.
-    Boxed { class: StringId, value: Box<Value> },
+    Boxed {
+        class: StringId,
+        value: Box<Value>,
+    },
     /// An array: its type (dotted, e.g. `int[]`, `java.lang.String[]`) and length.
-    Array { class: StringId, length: u32 },
+    Array {
+        class: StringId,
+        length: u32,
+    },
     /// Any other object: `class@identityHash`.
-    Object { class: StringId, hash: u32 },
+    Object {
+        class: StringId,
+        hash: u32,
+    },
     /// The value could not be read (for example an optimised-away local).
     Unavailable,
 }

@@ -1,16 +1,33 @@
 //! vmview's event model and trace format.
 //!
 //! The API here is the contract between the agent (which writes traces) and
-//! every reader (CLI, analyses, exporters). Bodies marked `todo!` are being
-//! written; signatures are fixed.
+//! every reader (CLI, analyses, exporters). The file layout is specified in
+//! `docs/FORMAT.md`; in short, a trace is a file header followed by
+//! self-contained, checksummed chunks of symbol records and varint-encoded
+//! events, and, when the recording finished cleanly, an index footer.
+//!
+//! Code map: `writer.rs` encodes, `chunk.rs` decodes one chunk payload,
+//! `reader.rs` frames chunks, recovers from damage and builds the index,
+//! `state.rs` holds the per-chunk prediction state both sides share,
+//! `wire.rs` the fixed byte layouts, `varint.rs` the integer coding.
 pub mod event;
 pub mod symbols;
 
+mod chunk;
+mod reader;
+mod slots;
+mod state;
+mod varint;
+mod wire;
+mod writer;
+
 pub use event::*;
+pub use reader::TraceReader;
 pub use symbols::*;
+pub use wire::{DEFAULT_CHUNK_BYTES, FORMAT_VERSION, MAX_THREAD_REF};
+pub use writer::TraceWriter;
 
-use std::io::{Read, Seek, Write};
-
+use slots::Slots;
 /// Everything that can go wrong reading or writing a trace.
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
@@ -69,6 +86,25 @@ impl TraceIndex {
         let i = self.chunks.partition_point(|c| c.last_id < id);
         self.chunks.get(i).filter(|c| c.first_id <= id)
     }
+    /// Position in `chunks` of the chunk that holds event `id`, if any
+    /// (`position_of(id) - 1` is the chunk before it, for context).
+    pub fn position_of(&self, id: u64) -> Option<usize> {
+        let i = self.chunks.partition_point(|c| c.last_id < id);
+        self.chunks.get(i).filter(|c| c.first_id <= id).map(|_| i)
+    }
+    /// Events in all indexed chunks.
+    pub fn event_count(&self) -> u64 {
+        self.chunks.iter().map(|c| u64::from(c.event_count)).sum()
+    }
+    /// File offset just past the last indexed chunk: on a growing file,
+    /// the bytes recorded so far in complete chunks (file header included).
+    pub fn end_offset(&self) -> u64 {
+        self.chunks.last().map_or(0, |c| c.offset + c.len)
+    }
+    /// Smallest and largest event id in the indexed chunks.
+    pub fn id_range(&self) -> Option<(u64, u64)> {
+        Some((self.chunks.first()?.first_id, self.chunks.last()?.last_id))
+    }
 }
 
 /// Something the reader noticed and worked around.
@@ -98,38 +134,28 @@ pub enum DiagnosticKind {
 /// Resolves handles to names. Filled from symbol records as chunks are read.
 #[derive(Debug, Clone, Default)]
 pub struct SymbolTable {
-    strings: Vec<Option<String>>,
-    methods: Vec<Option<MethodSymbol>>,
-    threads: Vec<Option<ThreadSymbol>>,
+    strings: Slots<String>,
+    methods: Slots<MethodSymbol>,
+    threads: Slots<ThreadSymbol>,
 }
 
 impl SymbolTable {
     pub fn insert(&mut self, sym: Symbol) {
-        fn put<T>(v: &mut Vec<Option<T>>, i: u32, x: T) {
-            let i = i as usize;
-            if v.len() <= i {
-                v.resize_with(i + 1, || None);
-            }
-            v[i] = Some(x);
-        }
         match sym {
-            Symbol::String { id, text } => put(&mut self.strings, id.0, text),
-            Symbol::Method(m) => put(&mut self.methods, m.id.0, m),
-            Symbol::Thread(t) => put(&mut self.threads, t.id.0, t),
+            Symbol::String { id, text } => self.strings.insert(id.0, text),
+            Symbol::Method(m) => self.methods.insert(m.id.0, m),
+            Symbol::Thread(t) => self.threads.insert(t.id.0, t),
         }
     }
     /// The string, or `"?"` when the trace never defined it (damaged chunk).
     pub fn string(&self, id: StringId) -> &str {
-        self.strings
-            .get(id.0 as usize)
-            .and_then(|s| s.as_deref())
-            .unwrap_or("?")
+        self.strings.get(id.0).map_or("?", |s| s.as_str())
     }
     pub fn method(&self, id: MethodId) -> Option<&MethodSymbol> {
-        self.methods.get(id.0 as usize).and_then(|m| m.as_ref())
+        self.methods.get(id.0)
     }
     pub fn thread(&self, id: ThreadRef) -> Option<&ThreadSymbol> {
-        self.threads.get(id.0 as usize).and_then(|t| t.as_ref())
+        self.threads.get(id.0)
     }
     /// The thread's name, or `thread-N` when unknown.
     pub fn thread_name(&self, id: ThreadRef) -> String {
@@ -137,105 +163,5 @@ impl SymbolTable {
             Some(t) => self.string(t.name).to_string(),
             None => format!("thread-{}", id.0),
         }
-    }
-}
-
-/// Writes a trace: header, then chunks of symbol records and events, then
-/// (on `finish`) the index footer.
-pub struct TraceWriter<W: Write> {
-    _out: W,
-}
-
-impl<W: Write> TraceWriter<W> {
-    /// Writes the file header. Chunks end at about 1 MiB of payload.
-    pub fn new(out: W, header: &TraceHeader) -> Result<Self, FormatError> {
-        let _ = (out, header);
-        todo!()
-    }
-    /// Like `new` with another chunk payload size target (bytes).
-    pub fn with_chunk_size(out: W, header: &TraceHeader, chunk_bytes: usize) -> Result<Self, FormatError> {
-        let _ = (out, header, chunk_bytes);
-        todo!()
-    }
-    /// Registers a symbol. Must be called before writing an event that uses
-    /// its handle; the writer puts the record into each chunk that needs it.
-    pub fn define(&mut self, sym: Symbol) {
-        let _ = sym;
-        todo!()
-    }
-    /// Appends an event. Ids must be strictly increasing. Starts a new
-    /// chunk when the current one is full.
-    pub fn write(&mut self, ev: &Event) -> Result<(), FormatError> {
-        let _ = ev;
-        todo!()
-    }
-    /// Ends the current chunk (if it holds anything), writes it and flushes
-    /// the underlying writer. Call at least once a second while recording.
-    pub fn flush(&mut self) -> Result<(), FormatError> {
-        todo!()
-    }
-    pub fn events_written(&self) -> u64 {
-        todo!()
-    }
-    pub fn bytes_written(&self) -> u64 {
-        todo!()
-    }
-    /// Flushes, writes the index footer and returns the underlying writer.
-    pub fn finish(self) -> Result<W, FormatError> {
-        todo!()
-    }
-}
-
-/// Reads a trace, streaming, recovering from damage: a bad chunk is
-/// skipped with a [`Diagnostic`]; a truncated tail is reported.
-pub struct TraceReader<R: Read + Seek> {
-    _inner: R,
-}
-
-impl TraceReader<std::io::BufReader<std::fs::File>> {
-    pub fn open(path: &std::path::Path) -> Result<Self, FormatError> {
-        let f = std::fs::File::open(path)?;
-        Self::new(std::io::BufReader::new(f))
-    }
-}
-
-impl<R: Read + Seek> TraceReader<R> {
-    /// Reads the file header. Fails only when this is not a vmview trace or
-    /// has an unsupported version.
-    pub fn new(inner: R) -> Result<Self, FormatError> {
-        let _ = inner;
-        todo!()
-    }
-    pub fn header(&self) -> &TraceHeader {
-        todo!()
-    }
-    /// The next event in file order, or `None` at the end. Damage is
-    /// skipped and recorded in `diagnostics()`.
-    pub fn next_event(&mut self) -> Option<Event> {
-        todo!()
-    }
-    /// Symbols seen so far (all those needed by events returned so far).
-    pub fn symbols(&self) -> &SymbolTable {
-        todo!()
-    }
-    pub fn diagnostics(&self) -> &[Diagnostic] {
-        todo!()
-    }
-    /// The index: from the footer, or rebuilt by scanning chunk headers.
-    pub fn index(&mut self) -> Result<&TraceIndex, FormatError> {
-        todo!()
-    }
-    /// Positions the reader at the start of the chunk holding `id`, so that
-    /// `next_event` continues from there (use it for `--id`/`--around`).
-    pub fn seek_to_event(&mut self, id: u64) -> Result<(), FormatError> {
-        let _ = id;
-        todo!()
-    }
-}
-
-impl<R: Read + Seek> Iterator for TraceReader<R> {
-    type Item = Event;
-    fn next(&mut self) -> Option<Event> {
-        self.next_event()
     }
 }

@@ -1,0 +1,466 @@
+//! Decoding one chunk payload into symbols and events.
+//!
+//! A payload is trusted only as far as its checksum goes, and a forged file
+//! can carry a valid checksum, so every read is bounds-checked, every count
+//! is limited by the bytes left, and any inconsistency ends the chunk with a
+//! [`Malformed`] error instead of a panic. The per-chunk state mirrors the
+//! writer's exactly (see `state.rs`), which is what makes the implicit
+//! fields (thread, id, depth, returning method, elapsed time) decodable.
+
+use crate::state::Threads;
+use crate::varint::{Cursor, Malformed};
+use crate::wire::*;
+use crate::{
+    Event, EventKind, Loc, MethodId, MethodSymbol, Monitor, Outcome, StringId, Symbol, SymbolTable,
+    ThreadRef, ThreadSymbol, Value,
+};
+
+const NO_THREAD: u32 = u32::MAX;
+
+/// The chunk being read: its payload and the decoding state.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkDecoder {
+    pub header: ChunkHeader,
+    /// File offset of the chunk header.
+    pub offset: u64,
+    pub payload: Vec<u8>,
+    pos: usize,
+    generation: u32,
+    threads: Threads,
+    cur_thread: u32,
+    prev_time: u64,
+    next_id: u64,
+    /// Events decoded so far from this chunk.
+    pub decoded: u32,
+    pub first_id: Option<u64>,
+    pub last_id: Option<u64>,
+}
+
+impl ChunkDecoder {
+    /// Prepares to decode `payload` (already placed in `self.payload`).
+    pub(crate) fn start(&mut self, header: ChunkHeader, offset: u64) {
+        self.header = header;
+        self.offset = offset;
+        self.pos = 0;
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.generation = 1;
+            self.threads.reset_all();
+        }
+        self.cur_thread = NO_THREAD;
+        self.prev_time = 0;
+        self.next_id = 0;
+        self.decoded = 0;
+        self.first_id = None;
+        self.last_id = None;
+    }
+
+    /// The next event, after adding the symbol records before it to
+    /// `symbols`; `None` at the end of the payload.
+    pub(crate) fn next(&mut self, symbols: &mut SymbolTable) -> Result<Option<Event>, Malformed> {
+        loop {
+            let mut c = Cursor::new(&self.payload, self.pos);
+            if c.at_end() {
+                return Ok(None);
+            }
+            let tag = c.u8()?;
+            let op = tag & OP_MASK;
+            if op <= OP_THREAD {
+                if tag != op {
+                    return Err(Malformed {
+                        offset: self.pos,
+                        what: "a symbol record tag without flags",
+                    });
+                }
+                let sym = read_symbol(&mut c, op)?;
+                symbols.insert(sym);
+                self.pos = c.pos();
+                continue;
+            }
+
+            if tag & F_THREAD != 0 {
+                let at = c.pos();
+                let t = c.u32()?;
+                if t >= MAX_THREAD_REF {
+                    return Err(Malformed {
+                        offset: at,
+                        what: "a thread handle below 2^20",
+                    });
+                }
+                self.cur_thread = t;
+            } else if self.cur_thread == NO_THREAD {
+                return Err(c.err("a thread for the chunk's first event"));
+            }
+            let thread = self.cur_thread;
+            let id = if tag & F_ID != 0 {
+                let at = c.pos();
+                let gap = c.u64()?;
+                self.next_id.checked_add(gap).ok_or(Malformed {
+                    offset: at,
+                    what: "an id gap that does not overflow",
+                })?
+            } else {
+                self.next_id
+            };
+            let time_ns = self.prev_time.wrapping_add(c.i64()? as u64);
+            let kind_flag = tag & F_KIND != 0;
+            let no_flag = |c: &Cursor| {
+                if kind_flag {
+                    Err(c.err("no kind flag on this record type"))
+                } else {
+                    Ok(())
+                }
+            };
+            let gen = self.generation;
+
+            let kind = match op {
+                OP_CALL => {
+                    let x = if kind_flag { c.u8()? } else { 0 };
+                    if x & !CALL_KNOWN != 0 || (kind_flag && x == 0) {
+                        return Err(c.err("known CALL flags"));
+                    }
+                    let method = c.u32()?;
+                    let st = self.threads.get(thread, gen);
+                    let expected = st.depth.wrapping_add(1);
+                    let depth = if x & CALL_DEPTH != 0 {
+                        read_depth(&mut c, expected)?
+                    } else {
+                        expected
+                    };
+                    let predicted_caller = st.begin_call(depth);
+                    let caller = if x & CALL_CALLER != 0 {
+                        let cm = if x & CALL_CALLER_METHOD != 0 {
+                            c.u32()?
+                        } else {
+                            predicted_caller.ok_or(c.err("an open CALL to name the caller"))?
+                        };
+                        Some((MethodId(cm), read_loc(&mut c)?))
+                    } else if x & CALL_CALLER_METHOD != 0 {
+                        return Err(c.err("a caller method only with a caller"));
+                    } else {
+                        None
+                    };
+                    let params = if x & CALL_PARAMS != 0 {
+                        let n = c.count(1)?;
+                        let mut v = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            v.push(read_value(&mut c, 0)?);
+                        }
+                        v
+                    } else {
+                        Vec::new()
+                    };
+                    st.end_call(depth, method, time_ns);
+                    EventKind::Call {
+                        method: MethodId(method),
+                        depth,
+                        caller,
+                        params,
+                    }
+                }
+                OP_RETURN => {
+                    let x = if kind_flag { c.u8()? } else { 0 };
+                    if x & !RET_KNOWN != 0 || (kind_flag && x == 0) {
+                        return Err(c.err("known RETURN flags"));
+                    }
+                    let explicit_method = if x & RET_METHOD != 0 {
+                        Some(c.u32()?)
+                    } else {
+                        None
+                    };
+                    let st = self.threads.get(thread, gen);
+                    let expected = st.depth;
+                    let depth = if x & RET_DEPTH != 0 {
+                        read_depth(&mut c, expected)?
+                    } else {
+                        expected
+                    };
+                    let open = st.begin_return(depth);
+                    let method = match (explicit_method, open) {
+                        (Some(m), _) => m,
+                        (None, Some(f)) => f.method,
+                        (None, None) => return Err(c.err("an open CALL for the RETURN's method")),
+                    };
+                    let elapsed_ns = if x & RET_ELAPSED != 0 {
+                        c.u64()?
+                    } else {
+                        match open {
+                            Some(f) => time_ns.wrapping_sub(f.time_ns),
+                            None => return Err(c.err("an open CALL for the RETURN's elapsed time")),
+                        }
+                    };
+                    let outcome = match (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT {
+                        0 => Outcome::Void,
+                        1 => Outcome::Value(read_value(&mut c, 0)?),
+                        2 => Outcome::Exception {
+                            class: StringId(c.u32()?),
+                        },
+                        _ => return Err(c.err("a known RETURN outcome")),
+                    };
+                    st.end_return(depth);
+                    EventKind::Return {
+                        method: MethodId(method),
+                        depth,
+                        outcome,
+                        elapsed_ns,
+                    }
+                }
+                OP_THREAD_START => {
+                    no_flag(&c)?;
+                    EventKind::ThreadStart
+                }
+                OP_THREAD_END => {
+                    no_flag(&c)?;
+                    EventKind::ThreadEnd
+                }
+                OP_CLASS_LOAD => {
+                    no_flag(&c)?;
+                    EventKind::ClassLoad {
+                        class: StringId(c.u32()?),
+                        loader: StringId(c.u32()?),
+                        source: StringId(c.u32()?),
+                    }
+                }
+                OP_THROW => {
+                    let exception = StringId(c.u32()?);
+                    let message = match c.u64()? {
+                        0 => None,
+                        n => {
+                            let at = c.pos();
+                            let n =
+                                usize::try_from(n - 1).map_err(|_| c.err("a message length"))?;
+                            let b = c.bytes(n)?;
+                            let s = std::str::from_utf8(b).map_err(|_| Malformed {
+                                offset: at,
+                                what: "a UTF-8 exception message",
+                            })?;
+                            Some(s.to_owned())
+                        }
+                    };
+                    let method = MethodId(c.u32()?);
+                    let loc = read_loc(&mut c)?;
+                    let catch = if kind_flag {
+                        Some((MethodId(c.u32()?), read_loc(&mut c)?))
+                    } else {
+                        None
+                    };
+                    EventKind::Throw {
+                        exception,
+                        message,
+                        method,
+                        loc,
+                        catch,
+                    }
+                }
+                OP_CATCH => {
+                    no_flag(&c)?;
+                    EventKind::Catch {
+                        exception: StringId(c.u32()?),
+                        method: MethodId(c.u32()?),
+                        loc: read_loc(&mut c)?,
+                    }
+                }
+                OP_MONITOR_CONTENDED_ENTER => {
+                    let monitor = read_monitor(&mut c)?;
+                    let owner = if kind_flag {
+                        Some(ThreadRef(c.u32()?))
+                    } else {
+                        None
+                    };
+                    EventKind::MonitorContendedEnter { monitor, owner }
+                }
+                OP_MONITOR_CONTENDED_ENTERED => {
+                    no_flag(&c)?;
+                    EventKind::MonitorContendedEntered {
+                        monitor: read_monitor(&mut c)?,
+                        wait_ns: c.u64()?,
+                    }
+                }
+                OP_MONITOR_WAIT => {
+                    no_flag(&c)?;
+                    EventKind::MonitorWait {
+                        monitor: read_monitor(&mut c)?,
+                        timeout_ms: c.i64()?,
+                    }
+                }
+                OP_MONITOR_WAITED => EventKind::MonitorWaited {
+                    monitor: read_monitor(&mut c)?,
+                    timed_out: kind_flag,
+                    wait_ns: c.u64()?,
+                },
+                OP_GC_START => {
+                    no_flag(&c)?;
+                    EventKind::GcStart
+                }
+                OP_GC_FINISH => {
+                    no_flag(&c)?;
+                    EventKind::GcFinish {
+                        duration_ns: c.u64()?,
+                    }
+                }
+                OP_DROPPED => {
+                    no_flag(&c)?;
+                    EventKind::Dropped { count: c.u64()? }
+                }
+                _ => {
+                    return Err(Malformed {
+                        offset: self.pos,
+                        what: "a known record type",
+                    })
+                }
+            };
+
+            self.pos = c.pos();
+            self.prev_time = time_ns;
+            self.next_id = id.wrapping_add(1);
+            self.decoded = self.decoded.wrapping_add(1);
+            if self.first_id.is_none() {
+                self.first_id = Some(id);
+            }
+            self.last_id = Some(id);
+            return Ok(Some(Event {
+                id,
+                time_ns,
+                thread: ThreadRef(thread),
+                kind,
+            }));
+        }
+    }
+}
+
+/// A depth written as a zigzag difference from the expected depth.
+#[inline]
+fn read_depth(c: &mut Cursor, expected: u32) -> Result<u32, Malformed> {
+    let at = c.pos();
+    let delta = c.i64()?;
+    i64::from(expected)
+        .checked_add(delta)
+        .and_then(|d| u32::try_from(d).ok())
+        .ok_or(Malformed {
+            offset: at,
+            what: "a depth between 0 and 2^32",
+        })
+}
+
+fn read_loc(c: &mut Cursor) -> Result<Loc, Malformed> {
+    let bci = c.i32()?;
+    let at = c.pos();
+    let line = match c.u64()? {
+        0 => None,
+        n => Some(u32::try_from(n - 1).map_err(|_| Malformed {
+            offset: at,
+            what: "a 32-bit line number",
+        })?),
+    };
+    Ok(Loc { bci, line })
+}
+
+fn read_monitor(c: &mut Cursor) -> Result<Monitor, Malformed> {
+    Ok(Monitor {
+        class: StringId(c.u32()?),
+        hash: c.fixed_u32()?,
+    })
+}
+
+fn read_value(c: &mut Cursor, nesting: u32) -> Result<Value, Malformed> {
+    let at = c.pos();
+    let v = match c.u8()? {
+        V_NULL => Value::Null,
+        V_FALSE => Value::Boolean(false),
+        V_TRUE => Value::Boolean(true),
+        V_BYTE => Value::Byte(i8::try_from(c.i64()?).map_err(|_| c.err("a byte value"))?),
+        V_CHAR => Value::Char(u16::try_from(c.u64()?).map_err(|_| c.err("a char value"))?),
+        V_SHORT => Value::Short(i16::try_from(c.i64()?).map_err(|_| c.err("a short value"))?),
+        V_INT => Value::Int(c.i32()?),
+        V_LONG => Value::Long(c.i64()?),
+        V_FLOAT => Value::Float(f32::from_bits(c.fixed_u32()?)),
+        V_DOUBLE => Value::Double(f64::from_bits(c.fixed_u64()?)),
+        V_STR => Value::Str {
+            text: c.string()?,
+            full_len: None,
+        },
+        V_STR_CUT => {
+            let full_len = c.u32()?;
+            Value::Str {
+                text: c.string()?,
+                full_len: Some(full_len),
+            }
+        }
+        V_BOXED => {
+            if nesting >= MAX_VALUE_NESTING {
+                return Err(Malformed {
+                    offset: at,
+                    what: "boxed values nested at most 8 deep",
+                });
+            }
+            let class = StringId(c.u32()?);
+            let value = Box::new(read_value(c, nesting + 1)?);
+            Value::Boxed { class, value }
+        }
+        V_ARRAY => Value::Array {
+            class: StringId(c.u32()?),
+            length: c.u32()?,
+        },
+        V_OBJECT => Value::Object {
+            class: StringId(c.u32()?),
+            hash: c.fixed_u32()?,
+        },
+        V_UNAVAILABLE => Value::Unavailable,
+        _ => {
+            return Err(Malformed {
+                offset: at,
+                what: "a known value tag",
+            })
+        }
+    };
+    Ok(v)
+}
+
+fn read_symbol(c: &mut Cursor, op: u8) -> Result<Symbol, Malformed> {
+    Ok(match op {
+        OP_STRING => Symbol::String {
+            id: StringId(c.u32()?),
+            text: c.string()?,
+        },
+        OP_METHOD => {
+            let id = MethodId(c.u32()?);
+            let class = StringId(c.u32()?);
+            let name = StringId(c.u32()?);
+            let sig = StringId(c.u32()?);
+            let modifiers = u16::try_from(c.u64()?).map_err(|_| c.err("16-bit modifiers"))?;
+            let n = c.count(1)?;
+            let mut param_names = Vec::with_capacity(n);
+            for _ in 0..n {
+                param_names.push(StringId(c.u32()?));
+            }
+            Symbol::Method(MethodSymbol {
+                id,
+                class,
+                name,
+                sig,
+                param_names,
+                modifiers,
+            })
+        }
+        _ => {
+            let id = c.u32()?;
+            let java_id = c.i64()?;
+            let name = StringId(c.u32()?);
+            let group = StringId(c.u32()?);
+            let priority = c.i32()?;
+            let daemon = match c.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(c.err("a daemon flag of 0 or 1")),
+            };
+            Symbol::Thread(ThreadSymbol {
+                id: ThreadRef(id),
+                java_id,
+                name,
+                group,
+                priority,
+                daemon,
+            })
+        }
+    })
+}

@@ -1,0 +1,775 @@
+//! The trace writer: events in, self-contained checksummed chunks out.
+//!
+//! The agent's writer thread calls [`TraceWriter::write`] for every event,
+//! so the hot path is a few comparisons and varint pushes into one buffer.
+//! Symbols are defined once for the whole trace ([`TraceWriter::define`])
+//! but written into every chunk that uses them, the first time it does: a
+//! per-symbol generation number says whether the current chunk already has
+//! the record, so starting a chunk resets every "already written" mark at
+//! once by bumping the generation.
+//!
+//! A chunk goes out with one `write_all` of header and payload, so a
+//! process killed at any moment leaves whole chunks plus at most one
+//! partial chunk at the end, which the reader reports and drops.
+
+use std::io::Write;
+
+use crate::slots::Slots;
+use crate::state::Threads;
+use crate::varint::{put_i64, put_str, put_u64};
+use crate::wire::*;
+use crate::{
+    ChunkInfo, Event, EventKind, FormatError, Loc, MethodId, Monitor, Outcome, StringId, Symbol,
+    ThreadRef, TraceHeader, Value,
+};
+
+/// "No thread yet in this chunk": never a valid handle (handles are below
+/// [`MAX_THREAD_REF`]).
+const NO_THREAD: u32 = u32::MAX;
+
+/// A symbol as given to `define`, pre-encoded, with what it depends on.
+#[derive(Debug)]
+struct Def {
+    /// Generation of the chunk that last received this record.
+    emitted: u32,
+    /// The complete symbol record (tag included).
+    record: Box<[u8]>,
+    /// Strings the record refers to; they are written before it.
+    deps: Box<[u32]>,
+}
+
+impl Def {
+    fn new(record: Vec<u8>, deps: Vec<u32>) -> Def {
+        Def {
+            emitted: 0,
+            record: record.into_boxed_slice(),
+            deps: deps.into_boxed_slice(),
+        }
+    }
+}
+
+/// All symbols defined so far, and which of them the current chunk holds.
+#[derive(Debug, Default)]
+struct Defs {
+    strings: Slots<Def>,
+    methods: Slots<Def>,
+    threads: Slots<Def>,
+}
+
+fn undefined(kind: &str, id: u32) -> FormatError {
+    FormatError::InvalidWrite(format!(
+        "{kind} {id} is used by an event but was never defined"
+    ))
+}
+
+impl Defs {
+    #[inline]
+    fn string(&mut self, id: StringId, gen: u32, buf: &mut Vec<u8>) -> Result<(), FormatError> {
+        emit_string(&mut self.strings, id.0, gen, buf)
+    }
+
+    #[inline]
+    fn method(&mut self, id: MethodId, gen: u32, buf: &mut Vec<u8>) -> Result<(), FormatError> {
+        match self.methods.get(id.0) {
+            Some(d) if d.emitted == gen => Ok(()),
+            _ => emit_with_deps(
+                &mut self.methods,
+                &mut self.strings,
+                "method",
+                id.0,
+                gen,
+                buf,
+            ),
+        }
+    }
+
+    #[inline]
+    fn thread(&mut self, id: u32, gen: u32, buf: &mut Vec<u8>) -> Result<(), FormatError> {
+        match self.threads.get(id) {
+            Some(d) if d.emitted == gen => Ok(()),
+            _ => emit_with_deps(&mut self.threads, &mut self.strings, "thread", id, gen, buf),
+        }
+    }
+
+    fn value(
+        &mut self,
+        v: &Value,
+        gen: u32,
+        buf: &mut Vec<u8>,
+        nesting: u32,
+    ) -> Result<(), FormatError> {
+        match v {
+            Value::Boxed { class, value } => {
+                if nesting >= MAX_VALUE_NESTING {
+                    return Err(FormatError::InvalidWrite(format!(
+                        "boxed values nested more than {MAX_VALUE_NESTING} deep"
+                    )));
+                }
+                self.string(*class, gen, buf)?;
+                self.value(value, gen, buf, nesting + 1)
+            }
+            Value::Array { class, .. } | Value::Object { class, .. } => {
+                self.string(*class, gen, buf)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn forget_emitted(&mut self) {
+        self.strings.for_each_mut(|d| d.emitted = 0);
+        self.methods.for_each_mut(|d| d.emitted = 0);
+        self.threads.for_each_mut(|d| d.emitted = 0);
+    }
+}
+
+#[inline]
+fn emit_string(
+    strings: &mut Slots<Def>,
+    id: u32,
+    gen: u32,
+    buf: &mut Vec<u8>,
+) -> Result<(), FormatError> {
+    match strings.get_mut(id) {
+        Some(d) if d.emitted == gen => Ok(()),
+        Some(d) => {
+            buf.extend_from_slice(&d.record);
+            d.emitted = gen;
+            Ok(())
+        }
+        None => Err(undefined("string", id)),
+    }
+}
+
+#[cold]
+fn emit_with_deps(
+    slots: &mut Slots<Def>,
+    strings: &mut Slots<Def>,
+    kind: &str,
+    id: u32,
+    gen: u32,
+    buf: &mut Vec<u8>,
+) -> Result<(), FormatError> {
+    let Some(d) = slots.get_mut(id) else {
+        return Err(undefined(kind, id));
+    };
+    for &s in d.deps.iter() {
+        if emit_string(strings, s, gen, buf).is_err() {
+            return Err(FormatError::InvalidWrite(format!(
+                "{kind} {id} refers to string {s}, which was never defined"
+            )));
+        }
+    }
+    buf.extend_from_slice(&d.record);
+    d.emitted = gen;
+    Ok(())
+}
+
+/// Writes a trace: header, then chunks of symbol records and events, then
+/// (on `finish`) the index footer.
+pub struct TraceWriter<W: Write> {
+    out: W,
+    /// Payload size at which a chunk is closed.
+    chunk_target: usize,
+    /// The chunk being built: room for its header, then the payload.
+    buf: Vec<u8>,
+    defs: Defs,
+    threads: Threads,
+    /// Current chunk's generation (never 0).
+    generation: u32,
+    /// Sequence number of the chunk being built.
+    seq: u32,
+
+    // The chunk being built.
+    count: u32,
+    first_id: u64,
+    chunk_last_id: u64,
+    min_ns: u64,
+    max_ns: u64,
+    prev_time: u64,
+    next_id: u64,
+    cur_thread: u32,
+
+    // The whole trace.
+    last_id: Option<u64>,
+    events: u64,
+    bytes: u64,
+    chunks: Vec<ChunkInfo>,
+}
+
+impl<W: Write> TraceWriter<W> {
+    /// Writes the file header. Chunks end at about 1 MiB of payload.
+    pub fn new(out: W, header: &TraceHeader) -> Result<Self, FormatError> {
+        Self::with_chunk_size(out, header, DEFAULT_CHUNK_BYTES)
+    }
+
+    /// Like `new` with another chunk payload size target (bytes). Values
+    /// above 64 MiB are clamped to 64 MiB.
+    pub fn with_chunk_size(
+        mut out: W,
+        header: &TraceHeader,
+        chunk_bytes: usize,
+    ) -> Result<Self, FormatError> {
+        let head = encode_file_header(header);
+        out.write_all(&head)?;
+        let chunk_target = chunk_bytes.clamp(1, MAX_CHUNK_BYTES);
+        let mut buf =
+            Vec::with_capacity(CHUNK_HEADER_LEN + chunk_target.min(DEFAULT_CHUNK_BYTES) + 256);
+        buf.resize(CHUNK_HEADER_LEN, 0);
+        Ok(TraceWriter {
+            out,
+            chunk_target,
+            buf,
+            defs: Defs::default(),
+            threads: Threads::default(),
+            generation: 1,
+            seq: 0,
+            count: 0,
+            first_id: 0,
+            chunk_last_id: 0,
+            min_ns: u64::MAX,
+            max_ns: 0,
+            prev_time: 0,
+            next_id: 0,
+            cur_thread: NO_THREAD,
+            last_id: None,
+            events: 0,
+            bytes: head.len() as u64,
+            chunks: Vec::new(),
+        })
+    }
+
+    /// Registers a symbol. Must be called before writing an event that uses
+    /// its handle; the writer puts the record into each chunk that needs it.
+    /// Defining a handle again replaces its definition from the next use on.
+    pub fn define(&mut self, sym: Symbol) {
+        let mut rec = Vec::with_capacity(32);
+        match sym {
+            Symbol::String { id, text } => {
+                rec.push(OP_STRING);
+                put_u64(&mut rec, u64::from(id.0));
+                put_str(&mut rec, &text);
+                self.defs.strings.insert(id.0, Def::new(rec, Vec::new()));
+            }
+            Symbol::Method(m) => {
+                rec.push(OP_METHOD);
+                put_u64(&mut rec, u64::from(m.id.0));
+                put_u64(&mut rec, u64::from(m.class.0));
+                put_u64(&mut rec, u64::from(m.name.0));
+                put_u64(&mut rec, u64::from(m.sig.0));
+                put_u64(&mut rec, u64::from(m.modifiers));
+                put_u64(&mut rec, m.param_names.len() as u64);
+                for p in &m.param_names {
+                    put_u64(&mut rec, u64::from(p.0));
+                }
+                let mut deps = vec![m.class.0, m.name.0, m.sig.0];
+                deps.extend(m.param_names.iter().map(|p| p.0));
+                self.defs.methods.insert(m.id.0, Def::new(rec, deps));
+            }
+            Symbol::Thread(t) => {
+                rec.push(OP_THREAD);
+                put_u64(&mut rec, u64::from(t.id.0));
+                put_i64(&mut rec, t.java_id);
+                put_u64(&mut rec, u64::from(t.name.0));
+                put_u64(&mut rec, u64::from(t.group.0));
+                put_i64(&mut rec, i64::from(t.priority));
+                rec.push(u8::from(t.daemon));
+                self.defs
+                    .threads
+                    .insert(t.id.0, Def::new(rec, vec![t.name.0, t.group.0]));
+            }
+        }
+    }
+
+    /// Appends an event. Ids must be strictly increasing, and every handle
+    /// the event uses must have been defined (else `InvalidWrite`, and the
+    /// event is not written). Starts a new chunk when the current one is full.
+    pub fn write(&mut self, ev: &Event) -> Result<(), FormatError> {
+        if let Some(last) = self.last_id {
+            if ev.id <= last {
+                return Err(FormatError::InvalidWrite(format!(
+                    "event id {} does not follow the previous id {last} (ids must increase)",
+                    ev.id
+                )));
+            }
+        }
+        let t = ev.thread.0;
+        if t >= MAX_THREAD_REF {
+            return Err(FormatError::InvalidWrite(format!(
+                "thread handle {t} is too large (handles are dense and below {MAX_THREAD_REF})"
+            )));
+        }
+        if self.count > 0
+            && (self.buf.len() - CHUNK_HEADER_LEN >= self.chunk_target || self.count == u32::MAX)
+        {
+            self.end_chunk()?;
+        }
+
+        // First the symbol records the event needs. They are complete
+        // records, so if a later handle turns out undefined, what was
+        // already appended is harmless.
+        let gen = self.generation;
+        if t != self.cur_thread {
+            self.defs.thread(t, gen, &mut self.buf)?;
+        }
+        self.ensure_symbols(&ev.kind)?;
+
+        // Then the event, which cannot fail any more.
+        let mut flags = 0u8;
+        if t != self.cur_thread {
+            flags |= F_THREAD;
+        }
+        if ev.id != self.next_id {
+            flags |= F_ID;
+        }
+        let buf = &mut self.buf;
+        let head = |buf: &mut Vec<u8>, op: u8| {
+            buf.push(op | flags);
+            if flags & F_THREAD != 0 {
+                put_u64(buf, u64::from(t));
+            }
+            if flags & F_ID != 0 {
+                put_u64(buf, ev.id - self.next_id);
+            }
+            put_i64(buf, ev.time_ns.wrapping_sub(self.prev_time) as i64);
+        };
+        match &ev.kind {
+            EventKind::Call {
+                method,
+                depth,
+                caller,
+                params,
+            } => {
+                let st = self.threads.get(t, gen);
+                let expected = st.depth.wrapping_add(1);
+                let predicted_caller = st.begin_call(*depth);
+                let mut x = 0u8;
+                if *depth != expected {
+                    x |= CALL_DEPTH;
+                }
+                if let Some((cm, _)) = caller {
+                    x |= CALL_CALLER;
+                    if predicted_caller != Some(cm.0) {
+                        x |= CALL_CALLER_METHOD;
+                    }
+                }
+                if !params.is_empty() {
+                    x |= CALL_PARAMS;
+                }
+                if x == 0 {
+                    head(buf, OP_CALL);
+                } else {
+                    head(buf, OP_CALL | F_KIND);
+                    buf.push(x);
+                }
+                put_u64(buf, u64::from(method.0));
+                if x & CALL_DEPTH != 0 {
+                    put_i64(buf, i64::from(*depth) - i64::from(expected));
+                }
+                if let Some((cm, loc)) = caller {
+                    if x & CALL_CALLER_METHOD != 0 {
+                        put_u64(buf, u64::from(cm.0));
+                    }
+                    put_loc(buf, loc);
+                }
+                if !params.is_empty() {
+                    put_u64(buf, params.len() as u64);
+                    for p in params {
+                        put_value(buf, p);
+                    }
+                }
+                st.end_call(*depth, method.0, ev.time_ns);
+            }
+            EventKind::Return {
+                method,
+                depth,
+                outcome,
+                elapsed_ns,
+            } => {
+                let st = self.threads.get(t, gen);
+                let expected = st.depth;
+                let open = st.begin_return(*depth);
+                let mut x = 0u8;
+                if *depth != expected {
+                    x |= RET_DEPTH;
+                }
+                match open {
+                    Some(f) => {
+                        if f.method != method.0 {
+                            x |= RET_METHOD;
+                        }
+                        if ev.time_ns.checked_sub(f.time_ns) != Some(*elapsed_ns) {
+                            x |= RET_ELAPSED;
+                        }
+                    }
+                    None => x |= RET_METHOD | RET_ELAPSED,
+                }
+                x |= match outcome {
+                    Outcome::Void => 0,
+                    Outcome::Value(_) => 1 << RET_OUTCOME_SHIFT,
+                    Outcome::Exception { .. } => 2 << RET_OUTCOME_SHIFT,
+                };
+                if x == 0 {
+                    head(buf, OP_RETURN);
+                } else {
+                    head(buf, OP_RETURN | F_KIND);
+                    buf.push(x);
+                }
+                if x & RET_METHOD != 0 {
+                    put_u64(buf, u64::from(method.0));
+                }
+                if x & RET_DEPTH != 0 {
+                    put_i64(buf, i64::from(*depth) - i64::from(expected));
+                }
+                if x & RET_ELAPSED != 0 {
+                    put_u64(buf, *elapsed_ns);
+                }
+                match outcome {
+                    Outcome::Void => {}
+                    Outcome::Value(v) => put_value(buf, v),
+                    Outcome::Exception { class } => put_u64(buf, u64::from(class.0)),
+                }
+                st.end_return(*depth);
+            }
+            EventKind::ThreadStart => head(buf, OP_THREAD_START),
+            EventKind::ThreadEnd => head(buf, OP_THREAD_END),
+            EventKind::ClassLoad {
+                class,
+                loader,
+                source,
+            } => {
+                head(buf, OP_CLASS_LOAD);
+                put_u64(buf, u64::from(class.0));
+                put_u64(buf, u64::from(loader.0));
+                put_u64(buf, u64::from(source.0));
+            }
+            EventKind::Throw {
+                exception,
+                message,
+                method,
+                loc,
+                catch,
+            } => {
+                head(buf, OP_THROW | if catch.is_some() { F_KIND } else { 0 });
+                put_u64(buf, u64::from(exception.0));
+                match message {
+                    None => buf.push(0),
+                    Some(m) => {
+                        put_u64(buf, m.len() as u64 + 1);
+                        buf.extend_from_slice(m.as_bytes());
+                    }
+                }
+                put_u64(buf, u64::from(method.0));
+                put_loc(buf, loc);
+                if let Some((cm, cl)) = catch {
+                    put_u64(buf, u64::from(cm.0));
+                    put_loc(buf, cl);
+                }
+            }
+            EventKind::Catch {
+                exception,
+                method,
+                loc,
+            } => {
+                head(buf, OP_CATCH);
+                put_u64(buf, u64::from(exception.0));
+                put_u64(buf, u64::from(method.0));
+                put_loc(buf, loc);
+            }
+            EventKind::MonitorContendedEnter { monitor, owner } => {
+                head(
+                    buf,
+                    OP_MONITOR_CONTENDED_ENTER | if owner.is_some() { F_KIND } else { 0 },
+                );
+                put_monitor(buf, monitor);
+                if let Some(o) = owner {
+                    put_u64(buf, u64::from(o.0));
+                }
+            }
+            EventKind::MonitorContendedEntered { monitor, wait_ns } => {
+                head(buf, OP_MONITOR_CONTENDED_ENTERED);
+                put_monitor(buf, monitor);
+                put_u64(buf, *wait_ns);
+            }
+            EventKind::MonitorWait {
+                monitor,
+                timeout_ms,
+            } => {
+                head(buf, OP_MONITOR_WAIT);
+                put_monitor(buf, monitor);
+                put_i64(buf, *timeout_ms);
+            }
+            EventKind::MonitorWaited {
+                monitor,
+                timed_out,
+                wait_ns,
+            } => {
+                head(buf, OP_MONITOR_WAITED | if *timed_out { F_KIND } else { 0 });
+                put_monitor(buf, monitor);
+                put_u64(buf, *wait_ns);
+            }
+            EventKind::GcStart => head(buf, OP_GC_START),
+            EventKind::GcFinish { duration_ns } => {
+                head(buf, OP_GC_FINISH);
+                put_u64(buf, *duration_ns);
+            }
+            EventKind::Dropped { count } => {
+                head(buf, OP_DROPPED);
+                put_u64(buf, *count);
+            }
+        }
+
+        self.cur_thread = t;
+        self.prev_time = ev.time_ns;
+        self.next_id = ev.id.wrapping_add(1);
+        if self.count == 0 {
+            self.first_id = ev.id;
+        }
+        self.chunk_last_id = ev.id;
+        self.min_ns = self.min_ns.min(ev.time_ns);
+        self.max_ns = self.max_ns.max(ev.time_ns);
+        self.count += 1;
+        self.last_id = Some(ev.id);
+        self.events += 1;
+        Ok(())
+    }
+
+    /// Appends the symbol records `kind` needs that this chunk lacks.
+    #[inline]
+    fn ensure_symbols(&mut self, kind: &EventKind) -> Result<(), FormatError> {
+        let gen = self.generation;
+        let d = &mut self.defs;
+        let buf = &mut self.buf;
+        match kind {
+            EventKind::Call {
+                method,
+                caller,
+                params,
+                ..
+            } => {
+                d.method(*method, gen, buf)?;
+                if let Some((cm, _)) = caller {
+                    d.method(*cm, gen, buf)?;
+                }
+                for p in params {
+                    d.value(p, gen, buf, 0)?;
+                }
+            }
+            EventKind::Return {
+                method, outcome, ..
+            } => {
+                d.method(*method, gen, buf)?;
+                match outcome {
+                    Outcome::Void => {}
+                    Outcome::Value(v) => d.value(v, gen, buf, 0)?,
+                    Outcome::Exception { class } => d.string(*class, gen, buf)?,
+                }
+            }
+            EventKind::ThreadStart | EventKind::ThreadEnd | EventKind::GcStart => {}
+            EventKind::GcFinish { .. } | EventKind::Dropped { .. } => {}
+            EventKind::ClassLoad {
+                class,
+                loader,
+                source,
+            } => {
+                d.string(*class, gen, buf)?;
+                d.string(*loader, gen, buf)?;
+                d.string(*source, gen, buf)?;
+            }
+            EventKind::Throw {
+                exception,
+                method,
+                catch,
+                ..
+            } => {
+                d.string(*exception, gen, buf)?;
+                d.method(*method, gen, buf)?;
+                if let Some((cm, _)) = catch {
+                    d.method(*cm, gen, buf)?;
+                }
+            }
+            EventKind::Catch {
+                exception, method, ..
+            } => {
+                d.string(*exception, gen, buf)?;
+                d.method(*method, gen, buf)?;
+            }
+            EventKind::MonitorContendedEnter { monitor, owner } => {
+                d.string(monitor.class, gen, buf)?;
+                if let Some(ThreadRef(o)) = owner {
+                    d.thread(*o, gen, buf)?;
+                }
+            }
+            EventKind::MonitorContendedEntered { monitor, .. }
+            | EventKind::MonitorWait { monitor, .. }
+            | EventKind::MonitorWaited { monitor, .. } => d.string(monitor.class, gen, buf)?,
+        }
+        Ok(())
+    }
+
+    /// Ends the current chunk (if it holds anything), writes it and flushes
+    /// the underlying writer. Call at least once a second while recording.
+    pub fn flush(&mut self) -> Result<(), FormatError> {
+        self.end_chunk()?;
+        self.out.flush()?;
+        Ok(())
+    }
+
+    /// Events accepted by `write` so far, including those still buffered in
+    /// the current chunk.
+    pub fn events_written(&self) -> u64 {
+        self.events
+    }
+
+    /// Bytes handed to the underlying writer so far (file header and whole
+    /// chunks; the chunk being built is not counted until it is written).
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Sizes of the chunks written so far, as the index footer will list them.
+    pub fn chunk_infos(&self) -> &[ChunkInfo] {
+        &self.chunks
+    }
+
+    /// Flushes, writes the index footer and returns the underlying writer.
+    pub fn finish(mut self) -> Result<W, FormatError> {
+        self.end_chunk()?;
+        let footer = encode_footer(&self.chunks, self.bytes);
+        self.out.write_all(&footer)?;
+        self.bytes += footer.len() as u64;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    /// Writes the chunk being built, if it holds events, and starts the next.
+    fn end_chunk(&mut self) -> Result<(), FormatError> {
+        if self.count == 0 {
+            // Only symbol records of writes that failed: nothing to keep.
+            self.start_chunk();
+            return Ok(());
+        }
+        let payload = &self.buf[CHUNK_HEADER_LEN..];
+        let Ok(payload_len) = u32::try_from(payload.len()) else {
+            self.start_chunk();
+            return Err(FormatError::InvalidWrite(
+                "a chunk payload grew beyond 4 GiB; its events were dropped".into(),
+            ));
+        };
+        let header = ChunkHeader {
+            version: FORMAT_VERSION,
+            flags: 0,
+            seq: self.seq,
+            event_count: self.count,
+            first_id: self.first_id,
+            last_id: self.chunk_last_id,
+            start_ns: self.min_ns,
+            end_ns: self.max_ns,
+            payload_len,
+            payload_crc: crc32c::crc32c(payload),
+        };
+        self.buf[..CHUNK_HEADER_LEN].copy_from_slice(&header.encode());
+        let result = self.out.write_all(&self.buf);
+        if result.is_ok() {
+            self.chunks.push(header.info(self.bytes));
+            self.bytes += self.buf.len() as u64;
+        }
+        self.seq = self.seq.wrapping_add(1);
+        self.start_chunk();
+        Ok(result?)
+    }
+
+    fn start_chunk(&mut self) {
+        self.buf.truncate(CHUNK_HEADER_LEN);
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.generation = 1;
+            self.defs.forget_emitted();
+            self.threads.reset_all();
+        }
+        self.count = 0;
+        self.min_ns = u64::MAX;
+        self.max_ns = 0;
+        self.prev_time = 0;
+        self.next_id = 0;
+        self.cur_thread = NO_THREAD;
+    }
+}
+
+#[inline]
+fn put_loc(buf: &mut Vec<u8>, loc: &Loc) {
+    put_i64(buf, i64::from(loc.bci));
+    put_u64(buf, loc.line.map_or(0, |l| u64::from(l) + 1));
+}
+
+#[inline]
+fn put_monitor(buf: &mut Vec<u8>, m: &Monitor) {
+    put_u64(buf, u64::from(m.class.0));
+    buf.extend_from_slice(&m.hash.to_le_bytes());
+}
+
+fn put_value(buf: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Null => buf.push(V_NULL),
+        Value::Boolean(false) => buf.push(V_FALSE),
+        Value::Boolean(true) => buf.push(V_TRUE),
+        Value::Byte(b) => {
+            buf.push(V_BYTE);
+            put_i64(buf, i64::from(*b));
+        }
+        Value::Char(c) => {
+            buf.push(V_CHAR);
+            put_u64(buf, u64::from(*c));
+        }
+        Value::Short(s) => {
+            buf.push(V_SHORT);
+            put_i64(buf, i64::from(*s));
+        }
+        Value::Int(i) => {
+            buf.push(V_INT);
+            put_i64(buf, i64::from(*i));
+        }
+        Value::Long(l) => {
+            buf.push(V_LONG);
+            put_i64(buf, *l);
+        }
+        Value::Float(f) => {
+            buf.push(V_FLOAT);
+            buf.extend_from_slice(&f.to_bits().to_le_bytes());
+        }
+        Value::Double(d) => {
+            buf.push(V_DOUBLE);
+            buf.extend_from_slice(&d.to_bits().to_le_bytes());
+        }
+        Value::Str {
+            text,
+            full_len: None,
+        } => {
+            buf.push(V_STR);
+            put_str(buf, text);
+        }
+        Value::Str {
+            text,
+            full_len: Some(n),
+        } => {
+            buf.push(V_STR_CUT);
+            put_u64(buf, u64::from(*n));
+            put_str(buf, text);
+        }
+        Value::Boxed { class, value } => {
+            buf.push(V_BOXED);
+            put_u64(buf, u64::from(class.0));
+            put_value(buf, value);
+        }
+        Value::Array { class, length } => {
+            buf.push(V_ARRAY);
+            put_u64(buf, u64::from(class.0));
+            put_u64(buf, u64::from(*length));
+        }
+        Value::Object { class, hash } => {
+            buf.push(V_OBJECT);
+            put_u64(buf, u64::from(class.0));
+            buf.extend_from_slice(&hash.to_le_bytes());
+        }
+        Value::Unavailable => buf.push(V_UNAVAILABLE),
+    }
+}

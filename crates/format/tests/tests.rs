@@ -1,0 +1,10 @@
+//! The format crate's integration tests, in one binary to keep link time
+//! down (see STYLE.md).
+
+mod chunks;
+mod example;
+mod recovery;
+mod round_trip;
+mod size;
+mod stream;
+mod support;
