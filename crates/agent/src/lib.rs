@@ -1,1 +1,98 @@
-//! placeholder
+//! vmview's JVMTI agent: loaded into a JVM with
+//! `-agentpath:libvmview_agent.so=OPTIONS`, it records threads, class loads,
+//! calls of trace-class methods with their arguments and results,
+//! exceptions, monitor contention and GC pauses into a `.vmv` trace.
+//!
+//! This is the only crate with FFI `unsafe`. Its invariants:
+//!
+//! - every `extern "C"` entry runs under `catch_unwind` ([`agent::guard`]);
+//!   a quiet panic hook keeps the JVM's stderr clean, and problems are
+//!   counted and reported once when the agent stops;
+//! - callbacks never block on I/O and never run Java code: they push events
+//!   into per-thread buffers ([`buffers`]) that the writer thread
+//!   ([`writer`]) drains; memory is bounded by `buffer=`;
+//! - JNI local references the agent creates are deleted ([`jvmti::LocalRef`]);
+//! - how calls are captured is one seam ([`capture`]), so bytecode
+//!   instrumentation can replace JVMTI method events.
+//!
+//! Code map: [`sys`] (generated bindings), [`jvmti`] (wrappers), [`agent`]
+//! (global state and lifecycle), [`callbacks`], [`capture`], [`methods`]
+//! (jmethodID cache), [`classes`], [`values`], [`threads`], [`symbols`],
+//! [`buffers`], [`writer`], [`problems`], [`clock`].
+
+mod agent;
+mod buffers;
+mod callbacks;
+mod capture;
+mod classes;
+mod clock;
+mod jvmti;
+mod methods;
+mod problems;
+mod symbols;
+#[rustfmt::skip]
+mod sys;
+mod threads;
+mod values;
+mod writer;
+
+use std::ffi::{c_char, c_void, CStr};
+
+/// Called by the JVM when it loads the agent at startup. A non-zero return
+/// makes the JVM refuse to start; the reason is printed on one line.
+///
+/// # Safety
+/// Called by the JVM with its `JavaVM*` and the option string (or null).
+#[no_mangle]
+pub unsafe extern "C" fn Agent_OnLoad(
+    vm: *mut sys::JavaVM,
+    options: *mut c_char,
+    _reserved: *mut c_void,
+) -> sys::jint {
+    problems::install_quiet_panic_hook();
+    let options = if options.is_null() {
+        String::new()
+    } else {
+        // SAFETY: the JVM passes a NUL-terminated string.
+        unsafe { CStr::from_ptr(options) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    // SAFETY: `vm` comes from the JVM.
+    let result = std::panic::catch_unwind(|| unsafe { agent::load(vm, &options) });
+    let error = match result {
+        Ok(Ok(())) => return sys::JNI_OK,
+        Ok(Err(message)) => message,
+        Err(_) => "internal error while starting".to_string(),
+    };
+    eprintln!("vmview agent: {error}");
+    sys::JNI_ERR
+}
+
+/// Attaching to a running JVM is not supported yet.
+///
+/// # Safety
+/// Called by the JVM.
+#[no_mangle]
+pub unsafe extern "C" fn Agent_OnAttach(
+    _vm: *mut sys::JavaVM,
+    _options: *mut c_char,
+    _reserved: *mut c_void,
+) -> sys::jint {
+    eprintln!("vmview agent: attach not supported yet; start the JVM with -agentpath instead");
+    sys::JNI_ERR
+}
+
+/// Called when the JVM unloads the agent. Normally VMDeath has finished the
+/// trace already; if the VM never got that far, this does it.
+///
+/// # Safety
+/// Called by the JVM.
+#[no_mangle]
+pub unsafe extern "C" fn Agent_OnUnload(_vm: *mut sys::JavaVM) {
+    agent::guard("Agent_OnUnload", || {
+        if let Some(a) = agent::get() {
+            a.stop_recording();
+        }
+    });
+}

@@ -1,1 +1,604 @@
-//! placeholder
+//! The vmview agent's option language, shared by the agent (which parses the
+//! string after `-agentpath:…=`) and the CLI (which lists the options in
+//! `--help` and turns `vmview record --NAME VALUE` into `NAME=VALUE`).
+//!
+//! It is pure Rust with no FFI so both sides agree on one grammar and it can
+//! be tested without a JVM.
+//!
+//! # Syntax
+//!
+//! Options are `key=value` pairs separated by commas, as in async-profiler:
+//!
+//! ```text
+//! file=trace-%p.vmv,classes=com.acme.*+shop.Inventory,exclude=com.acme.gen.*,events=calls+exceptions
+//! ```
+//!
+//! Since the comma separates options, **list items are separated by `+`**
+//! (no shell quoting needed); `;` is accepted as well. A flag such as `quiet`
+//! may stand alone or take `true`/`false`. When an option is repeated, the
+//! last one wins. [`OPTIONS`] lists every option with its help line.
+//!
+//! Value types have reusable parsers: [`parse_size`] (`64m`, `512k`, `1g`),
+//! [`parse_duration`] (`10ms`, `1s`), [`parse_bool`], [`split_list`].
+
+mod filter;
+
+pub use filter::{ClassFilter, GlobError};
+
+use std::fmt;
+use std::time::Duration;
+
+/// One known agent option: what the CLI shows in `--help` and how the
+/// parser applies it.
+pub struct OptionSpec {
+    /// The key, as written before `=` (and as the CLI's `--NAME` flag).
+    pub name: &'static str,
+    /// Placeholder for the value in help texts (`GLOBS`, `SIZE` …), or
+    /// `None` for a flag that takes no value.
+    pub value: Option<&'static str>,
+    /// The default, as it would be written in an option string.
+    pub default: Option<&'static str>,
+    /// One line of help.
+    pub help: &'static str,
+    apply: fn(&mut AgentOptions, &str) -> Result<(), String>,
+}
+
+impl OptionSpec {
+    /// True for a flag (`quiet`) that needs no value.
+    pub fn is_flag(&self) -> bool {
+        self.value.is_none()
+    }
+}
+
+impl fmt::Debug for OptionSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OptionSpec")
+            .field("name", &self.name)
+            .field("value", &self.value)
+            .field("default", &self.default)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every option the agent knows, in the order `--help` shows them. Adding an
+/// option is one entry here plus its field in [`AgentOptions`].
+pub const OPTIONS: &[OptionSpec] = &[
+    OptionSpec {
+        name: "file",
+        value: Some("PATH"),
+        default: Some(DEFAULT_FILE),
+        help: "trace file to write; %p = process id, %t = start time YYYYMMDD-HHMMSS, %% = %",
+        apply: |o, v| {
+            check_file_pattern(v)?;
+            o.file = v.to_string();
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "classes",
+        value: Some("GLOBS"),
+        default: None,
+        help: "trace classes, '+'-separated: com.acme.* (package and subpackages), shop.Inventory (exact), * and ? wildcards",
+        apply: |o, v| {
+            o.classes = ClassFilter::parse(v).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "exclude",
+        value: Some("GLOBS"),
+        default: None,
+        help: "classes never traced even when 'classes' matches them (same globs)",
+        apply: |o, v| {
+            o.exclude = ClassFilter::parse(v).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "events",
+        value: Some("LIST"),
+        default: Some("calls+exceptions+threads+locks+gc"),
+        help: "events to record, '+'-separated: calls, exceptions, threads, classes, locks, gc (or all, default)",
+        apply: |o, v| {
+            o.events = EventSet::parse(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "exceptions",
+        value: Some("traced|all"),
+        default: Some("traced"),
+        help: "which exceptions: those thrown or caught in trace classes, or all",
+        apply: |o, v| {
+            o.exceptions = match v {
+                "traced" => ExceptionScope::Traced,
+                "all" => ExceptionScope::All,
+                _ => return Err(format!("expected 'traced' or 'all', got '{v}'")),
+            };
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "strings",
+        value: Some("N"),
+        default: Some("256"),
+        help: "characters kept of a String value (longer ones are cut, their length kept)",
+        apply: |o, v| {
+            o.strings = parse_count(v, MAX_STRINGS)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "buffer",
+        value: Some("SIZE"),
+        default: Some("64m"),
+        help: "memory for events not yet written (k, m, g); events past it are dropped and counted",
+        apply: |o, v| {
+            let n = parse_size(v)?;
+            if n < MIN_BUFFER {
+                return Err(format!("'{v}' is too small (at least 64k)"));
+            }
+            o.buffer = n;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "flush",
+        value: Some("DURATION"),
+        default: Some("1s"),
+        help: "longest time between two writes to the file (ns, us, ms, s): what a crash can lose",
+        apply: |o, v| {
+            let d = parse_duration(v)?;
+            if d < Duration::from_millis(1) {
+                return Err(format!("'{v}' is too short (at least 1ms)"));
+            }
+            o.flush = d;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "quiet",
+        value: None,
+        default: None,
+        help: "print nothing on stderr except errors that stop the JVM",
+        apply: |o, v| {
+            o.quiet = parse_bool(v)?;
+            Ok(())
+        },
+    },
+];
+
+/// The default trace file name.
+pub const DEFAULT_FILE: &str = "vmview-%p.vmv";
+const MAX_STRINGS: u64 = 1 << 20;
+const MIN_BUFFER: u64 = 64 << 10;
+
+/// The option named `name`, if the agent knows it.
+pub fn option(name: &str) -> Option<&'static OptionSpec> {
+    OPTIONS.iter().find(|o| o.name == name)
+}
+
+/// Everything the agent was asked to do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentOptions {
+    /// Trace file pattern; expand it with [`expand_file_pattern`].
+    pub file: String,
+    /// Trace classes. Empty: no class is traced.
+    pub classes: ClassFilter,
+    /// Classes never traced.
+    pub exclude: ClassFilter,
+    pub events: EventSet,
+    pub exceptions: ExceptionScope,
+    /// Characters kept of a `String` value.
+    pub strings: u32,
+    /// Memory budget for buffered events, bytes.
+    pub buffer: u64,
+    /// Longest interval between two chunk flushes.
+    pub flush: Duration,
+    pub quiet: bool,
+}
+
+impl Default for AgentOptions {
+    fn default() -> Self {
+        AgentOptions {
+            file: DEFAULT_FILE.to_string(),
+            classes: ClassFilter::default(),
+            exclude: ClassFilter::default(),
+            events: EventSet::DEFAULT,
+            exceptions: ExceptionScope::Traced,
+            strings: 256,
+            buffer: 64 << 20,
+            flush: Duration::from_secs(1),
+            quiet: false,
+        }
+    }
+}
+
+impl AgentOptions {
+    /// Parses an agent option string (the part after `=` in
+    /// `-agentpath:LIB=OPTIONS`). An empty string gives the defaults.
+    pub fn parse(s: &str) -> Result<AgentOptions, OptionError> {
+        let mut opts = AgentOptions::default();
+        for item in s.split(',') {
+            let item = item.trim();
+            if item.is_empty() {
+                continue;
+            }
+            let (key, value) = match item.split_once('=') {
+                Some((k, v)) => (k.trim(), Some(v.trim())),
+                None => (item, None),
+            };
+            let spec = option(key).ok_or_else(|| OptionError::unknown(key))?;
+            let value = match (value, spec.is_flag()) {
+                (Some(v), _) => v,
+                (None, true) => "true",
+                (None, false) => {
+                    let mut message = format!("needs a value ({})", spec.value.unwrap_or("VALUE"));
+                    if EventGroup::from_name(key).is_some() {
+                        message += &format!("; to list events write events=calls+{key}");
+                    }
+                    return Err(OptionError::Invalid {
+                        option: spec.name,
+                        message,
+                    });
+                }
+            };
+            (spec.apply)(&mut opts, value).map_err(|message| OptionError::Invalid {
+                option: spec.name,
+                message,
+            })?;
+        }
+        Ok(opts)
+    }
+
+    /// Whether methods of the class named `dotted` are traced: `classes`
+    /// matches it and `exclude` does not.
+    pub fn is_traced_class(&self, dotted: &str) -> bool {
+        self.classes.matches(dotted) && !self.exclude.matches(dotted)
+    }
+}
+
+/// A bad option string. The message names the option and says what is
+/// accepted; the agent prints it on one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionError {
+    #[error("unknown agent option '{name}' (known: {known}){hint}")]
+    Unknown {
+        name: String,
+        known: String,
+        /// Empty, or a sentence starting with `; ` that suggests a fix.
+        hint: String,
+    },
+    #[error("{option}: {message}")]
+    Invalid {
+        option: &'static str,
+        message: String,
+    },
+}
+
+impl OptionError {
+    fn unknown(name: &str) -> OptionError {
+        let known = OPTIONS
+            .iter()
+            .map(|o| o.name)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let hint = if EventGroup::from_name(name).is_some() {
+            format!("; separate list items with '+', e.g. events=calls+{name}")
+        } else if let Some(close) = OPTIONS
+            .iter()
+            .map(|o| o.name)
+            .find(|k| edit_distance(k, name) <= 2)
+        {
+            format!("; did you mean '{close}'?")
+        } else {
+            String::new()
+        };
+        OptionError::Unknown {
+            name: name.to_string(),
+            known,
+            hint,
+        }
+    }
+
+    /// The option the error is about, as the user wrote it.
+    pub fn option(&self) -> &str {
+        match self {
+            OptionError::Unknown { name, .. } => name,
+            OptionError::Invalid { option, .. } => option,
+        }
+    }
+}
+
+/// A group of events that `events=` switches on or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventGroup {
+    /// CALL and RETURN of methods in trace classes.
+    Calls,
+    /// THROW and CATCH.
+    Exceptions,
+    /// THREAD_START and THREAD_END.
+    Threads,
+    /// CLASS_LOAD.
+    Classes,
+    /// MONITOR_CONTENDED_ENTER/ENTERED and MONITOR_WAIT/WAITED.
+    Locks,
+    /// GC_START and GC_FINISH.
+    Gc,
+}
+
+impl EventGroup {
+    pub const ALL: [EventGroup; 6] = [
+        EventGroup::Calls,
+        EventGroup::Exceptions,
+        EventGroup::Threads,
+        EventGroup::Classes,
+        EventGroup::Locks,
+        EventGroup::Gc,
+    ];
+
+    /// The name used in `events=`.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventGroup::Calls => "calls",
+            EventGroup::Exceptions => "exceptions",
+            EventGroup::Threads => "threads",
+            EventGroup::Classes => "classes",
+            EventGroup::Locks => "locks",
+            EventGroup::Gc => "gc",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<EventGroup> {
+        EventGroup::ALL.into_iter().find(|g| g.name() == name)
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// A set of [`EventGroup`]s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EventSet(u8);
+
+impl EventSet {
+    pub const EMPTY: EventSet = EventSet(0);
+    /// Everything but `classes`: a Hello World traced with `classes=Hello`
+    /// stays a handful of events instead of hundreds of class loads.
+    pub const DEFAULT: EventSet = EventSet(0b11_0111);
+    pub const ALL: EventSet = EventSet(0b11_1111);
+
+    pub fn contains(self, g: EventGroup) -> bool {
+        self.0 & g.bit() != 0
+    }
+
+    pub fn with(self, g: EventGroup) -> EventSet {
+        EventSet(self.0 | g.bit())
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = EventGroup> {
+        EventGroup::ALL
+            .into_iter()
+            .filter(move |g| self.contains(*g))
+    }
+
+    /// Parses a `+`- or `;`-separated list of group names; `all` and
+    /// `default` stand for those sets.
+    pub fn parse(list: &str) -> Result<EventSet, String> {
+        let mut set = EventSet::EMPTY;
+        for name in split_list(list) {
+            set = match name {
+                "all" => EventSet(set.0 | EventSet::ALL.0),
+                "default" => EventSet(set.0 | EventSet::DEFAULT.0),
+                _ => match EventGroup::from_name(name) {
+                    Some(g) => set.with(g),
+                    None => {
+                        let known: Vec<&str> = EventGroup::ALL.iter().map(|g| g.name()).collect();
+                        return Err(format!(
+                            "unknown event '{name}' (known: {}, all, default)",
+                            known.join(", ")
+                        ));
+                    }
+                },
+            };
+        }
+        if set.is_empty() {
+            return Err("expected one or more events, e.g. calls+exceptions".to_string());
+        }
+        Ok(set)
+    }
+}
+
+impl fmt::Display for EventSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.iter().map(|g| g.name()).collect();
+        f.write_str(&names.join("+"))
+    }
+}
+
+/// Which exceptions become THROW/CATCH events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExceptionScope {
+    /// Those thrown or caught in a trace class.
+    Traced,
+    /// Every exception.
+    All,
+}
+
+/// Splits a list value on `+` and `;`, trimming items and skipping empty ones.
+pub fn split_list(list: &str) -> impl Iterator<Item = &str> {
+    list.split(['+', ';'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// Parses `true`/`false` (also `yes`/`no`, `on`/`off`, `1`/`0`).
+pub fn parse_bool(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Ok(true),
+        "false" | "no" | "off" | "0" => Ok(false),
+        _ => Err(format!("expected true or false, got '{v}'")),
+    }
+}
+
+fn parse_count(v: &str, max: u64) -> Result<u32, String> {
+    match v.parse::<u64>() {
+        Ok(n) if n <= max => Ok(n as u32),
+        Ok(_) => Err(format!("'{v}' is too large (at most {max})")),
+        Err(_) => Err(format!("expected a whole number, got '{v}'")),
+    }
+}
+
+/// Parses a size in bytes: a whole number with an optional binary unit
+/// `k`, `m`, `g` (any case, optionally followed by `b` or `ib`):
+/// `65536`, `512k`, `64m`, `1GiB`.
+pub fn parse_size(v: &str) -> Result<u64, String> {
+    let (digits, unit) = split_number(v);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("expected a size such as 64m or 512k, got '{v}'"))?;
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => {
+            return Err(format!(
+                "unknown size unit '{unit}' in '{v}' (use k, m or g)"
+            ))
+        }
+    };
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("'{v}' is too large"))
+}
+
+/// Parses a duration: a whole number followed by `ns`, `us`, `ms` or `s`
+/// (`10ms`, `1s`). A unit is required, except for `0`.
+pub fn parse_duration(v: &str) -> Result<Duration, String> {
+    let (digits, unit) = split_number(v);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("expected a duration such as 10ms or 1s, got '{v}'"))?;
+    let d = match unit {
+        "ns" => Duration::from_nanos(n),
+        "us" | "µs" => Duration::from_micros(n),
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "" if n == 0 => Duration::ZERO,
+        "" => return Err(format!("'{v}' needs a unit (ns, us, ms, s), e.g. {v}ms")),
+        _ => {
+            return Err(format!(
+                "unknown duration unit '{unit}' in '{v}' (use ns, us, ms or s)"
+            ))
+        }
+    };
+    Ok(d)
+}
+
+fn split_number(v: &str) -> (&str, &str) {
+    let v = v.trim();
+    let end = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    (&v[..end], v[end..].trim())
+}
+
+/// A wall-clock time broken into calendar fields, for `%t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CivilTime {
+    pub year: i32,
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+}
+
+impl CivilTime {
+    /// The calendar time `secs` seconds after the Unix epoch, shifted by
+    /// `utc_offset_secs` (the local zone's offset; 0 for UTC).
+    pub fn from_unix(secs: i64, utc_offset_secs: i64) -> CivilTime {
+        let t = secs + utc_offset_secs;
+        let days = t.div_euclid(86_400);
+        let rem = t.rem_euclid(86_400);
+        // Howard Hinnant's civil_from_days.
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+        let year = (yoe + era * 400 + i64::from(month <= 2)) as i32;
+        CivilTime {
+            year,
+            month,
+            day,
+            hour: (rem / 3600) as u32,
+            minute: (rem / 60 % 60) as u32,
+            second: (rem % 60) as u32,
+        }
+    }
+}
+
+fn check_file_pattern(p: &str) -> Result<(), String> {
+    if p.is_empty() {
+        return Err("expected a file name".to_string());
+    }
+    let mut chars = p.chars();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            match chars.next() {
+                Some('p' | 't' | '%') => {}
+                Some(x) => return Err(format!("unknown placeholder '%{x}' (known: %p, %t, %%)")),
+                None => return Err("'%' at the end (write %% for a literal %)".to_string()),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Expands `%p` (process id), `%t` (start time `YYYYMMDD-HHMMSS`) and `%%`
+/// in a `file=` pattern.
+pub fn expand_file_pattern(pattern: &str, pid: u32, start: CivilTime) -> String {
+    let mut out = String::with_capacity(pattern.len() + 16);
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('p') => out.push_str(&pid.to_string()),
+            Some('t') => out.push_str(&format!(
+                "{:04}{:02}{:02}-{:02}{:02}{:02}",
+                start.year, start.month, start.day, start.hour, start.minute, start.second
+            )),
+            Some('%') => out.push('%'),
+            Some(x) => {
+                out.push('%');
+                out.push(x);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}

@@ -1,0 +1,374 @@
+//! The agent's global state and its life: start in `Agent_OnLoad`, go live
+//! at VMInit, stop at VMDeath (or `Agent_OnUnload` when the VM never got
+//! that far).
+//!
+//! There is exactly one agent per JVM, reached from every callback through
+//! a `static`. Callbacks do nothing until VMInit (`live()` is `None`) and
+//! nothing after VMDeath, when the writer thread has been stopped and the
+//! trace finished.
+
+use crate::buffers::Buffers;
+use crate::callbacks;
+use crate::capture::{self, CallCapture};
+use crate::clock;
+use crate::jvmti::{Jni, Jvmti};
+use crate::methods::MethodCache;
+use crate::problems::Problems;
+use crate::symbols::Symbols;
+use crate::sys;
+use crate::threads::ThreadRegistry;
+use crate::values::Fields;
+use crate::writer::WriterThread;
+use std::fs::File;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Mutex, OnceLock};
+use vmview_format::TraceHeader;
+use vmview_options::{expand_file_pattern, AgentOptions, CivilTime, EventGroup};
+
+const LOADED: u8 = 0;
+const LIVE: u8 = 1;
+const STOPPED: u8 = 2;
+
+pub struct Agent {
+    pub jvmti: Jvmti,
+    pub options: AgentOptions,
+    pub capture: &'static dyn CallCapture,
+    pub symbols: Symbols,
+    pub buffers: Buffers,
+    pub methods: MethodCache,
+    pub threads: ThreadRegistry,
+    pub problems: Problems,
+    /// Resolved at VMInit.
+    pub fields: OnceLock<Fields>,
+    /// When the current GC pause began.
+    pub gc_start: AtomicU64,
+    phase: AtomicU8,
+    writer: Mutex<Option<WriterThread>>,
+    reported: AtomicBool,
+}
+
+static AGENT: OnceLock<Agent> = OnceLock::new();
+
+/// The agent, once `Agent_OnLoad` succeeded.
+pub fn get() -> Option<&'static Agent> {
+    AGENT.get()
+}
+
+/// The agent while it records (between VMInit and VMDeath).
+#[inline]
+pub fn live() -> Option<&'static Agent> {
+    AGENT
+        .get()
+        .filter(|a| a.phase.load(Ordering::Acquire) == LIVE)
+}
+
+/// Runs an FFI entry point's body, so that a panic is counted instead of
+/// unwinding into the JVM (which would abort it).
+#[inline]
+pub fn guard(entry: &'static str, f: impl FnOnce()) {
+    if std::panic::catch_unwind(AssertUnwindSafe(f)).is_err() {
+        if let Some(a) = get() {
+            a.problems.panic(entry);
+        }
+    }
+}
+
+/// Everything `Agent_OnLoad` does; the error is the one line to print.
+///
+/// # Safety
+/// `vm` must be the JavaVM* passed to `Agent_OnLoad`.
+pub unsafe fn load(vm: *mut sys::JavaVM, raw_options: &str) -> Result<(), String> {
+    let options = AgentOptions::parse(raw_options).map_err(|e| e.to_string())?;
+    if AGENT.get().is_some() {
+        return Err("the agent is loaded twice; give -agentpath only once".to_string());
+    }
+    let jvmti = get_env(vm)?;
+    // The bindings come from JDK 25's header, but everything the agent calls
+    // exists since JVMTI 1.2 (JDK 6). A call to anything newer must first
+    // compare this version (it is also recorded in the trace header).
+    let jvmti_version = jvmti.version_number().map_err(|e| e.to_string())?;
+    let capture = capture::current();
+    let caps = capabilities(&options, capture);
+    if let Ok(potential) = jvmti.potential_capabilities() {
+        let missing = missing_capabilities(&caps, &potential);
+        if !missing.is_empty() {
+            return Err(format!(
+                "this JVM cannot give events={} the JVMTI capabilities {} (is another agent holding them?)",
+                options.events,
+                missing.join(", ")
+            ));
+        }
+    }
+    jvmti.add_capabilities(&caps).map_err(|e| {
+        format!(
+            "this JVM does not grant the JVMTI capabilities events={} needs ({e})",
+            options.events
+        )
+    })?;
+
+    let start_unix_ns = clock::start();
+    let secs = (start_unix_ns / 1_000_000_000) as i64;
+    let civil = CivilTime::from_unix(secs, clock::local_utc_offset(secs));
+    let path = expand_file_pattern(&options.file, std::process::id(), civil);
+    let file =
+        File::create(&path).map_err(|e| format!("cannot create trace file '{path}': {e}"))?;
+
+    let mut properties = vec![
+        ("agent_options".to_string(), raw_options.to_string()),
+        (
+            "agent_version".to_string(),
+            env!("CARGO_PKG_VERSION").to_string(),
+        ),
+        ("capture".to_string(), capture.name().to_string()),
+        ("jvmti_version".to_string(), format_version(jvmti_version)),
+    ];
+    for (key, prop) in [
+        ("jvm", "java.vm.version"),
+        ("jvm_name", "java.vm.name"),
+        ("command", "sun.java.command"),
+    ] {
+        if let Some(v) = jvmti.system_property(prop) {
+            properties.push((key.to_string(), v));
+        }
+    }
+    properties.sort();
+    let header = TraceHeader {
+        version: 0,
+        pid: std::process::id(),
+        start_unix_ns,
+        properties,
+    };
+
+    let agent = Agent {
+        jvmti,
+        buffers: Buffers::new(options.buffer),
+        options,
+        capture,
+        symbols: Symbols::default(),
+        methods: MethodCache::default(),
+        threads: ThreadRegistry::default(),
+        problems: Problems::default(),
+        fields: OnceLock::new(),
+        gc_start: AtomicU64::new(0),
+        phase: AtomicU8::new(LOADED),
+        writer: Mutex::new(None),
+        reported: AtomicBool::new(false),
+    };
+    let _ = AGENT.set(agent);
+    let agent = AGENT.get().ok_or("agent state lost")?;
+
+    let mut cb: sys::jvmtiEventCallbacks = std::mem::zeroed();
+    callbacks::install(&mut cb);
+    capture.install_callbacks(&mut cb);
+    let setup = || -> crate::jvmti::Result<()> {
+        jvmti.set_event_callbacks(&cb)?;
+        jvmti.set_event(true, sys::JVMTI_EVENT_VM_INIT)?;
+        jvmti.set_event(true, sys::JVMTI_EVENT_VM_DEATH)
+    };
+    setup().map_err(|e| format!("cannot register JVMTI callbacks: {e}"))?;
+
+    let writer = WriterThread::spawn(agent, file, header)
+        .map_err(|e| format!("cannot start the writer thread: {e}"))?;
+    *agent.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer);
+    Ok(())
+}
+
+fn get_env(vm: *mut sys::JavaVM) -> Result<Jvmti, String> {
+    let mut env: *mut std::ffi::c_void = std::ptr::null_mut();
+    // SAFETY: `vm` is the JavaVM* the JVM gave Agent_OnLoad. JVMTI 1.2 is
+    // asked for because every JVM accepts it (JDK 17 refuses 25).
+    let rc = unsafe {
+        match (**vm).GetEnv {
+            Some(get_env) => get_env(vm, &mut env, sys::JVMTI_VERSION_1_2 as sys::jint),
+            None => sys::JNI_ERR,
+        }
+    };
+    if rc != sys::JNI_OK || env.is_null() {
+        return Err(format!(
+            "this JVM offers no JVMTI 1.2 environment (GetEnv returned {rc})"
+        ));
+    }
+    // SAFETY: GetEnv returned a jvmtiEnv*.
+    Ok(unsafe { Jvmti::new(env.cast()) })
+}
+
+fn format_version(v: i32) -> String {
+    let major = (v & sys::JVMTI_VERSION_MASK_MAJOR as i32) >> sys::JVMTI_VERSION_SHIFT_MAJOR;
+    let minor = (v & sys::JVMTI_VERSION_MASK_MINOR as i32) >> sys::JVMTI_VERSION_SHIFT_MINOR;
+    format!("{major}.{minor}")
+}
+
+/// Only what `events=` needs: some capabilities slow the JVM down just by
+/// being held (local variable access, for one, limits the JIT).
+fn capabilities(o: &AgentOptions, capture: &dyn CallCapture) -> sys::jvmtiCapabilities {
+    // SAFETY: plain bits; all zero means "nothing".
+    let mut caps: sys::jvmtiCapabilities = unsafe { std::mem::zeroed() };
+    caps.set_can_tag_objects(1);
+    if o.events.contains(EventGroup::Calls) {
+        capture.add_capabilities(&mut caps);
+    }
+    // Calls need exception events too: they name the exception that
+    // unwound a traced method.
+    if o.events.contains(EventGroup::Calls) || o.events.contains(EventGroup::Exceptions) {
+        caps.set_can_generate_exception_events(1);
+        caps.set_can_get_line_numbers(1);
+    }
+    if o.events.contains(EventGroup::Locks) {
+        caps.set_can_generate_monitor_events(1);
+        caps.set_can_get_monitor_info(1);
+    }
+    if o.events.contains(EventGroup::Gc) {
+        caps.set_can_generate_garbage_collection_events(1);
+    }
+    if o.events.contains(EventGroup::Classes) {
+        caps.set_can_get_source_file_name(1);
+    }
+    caps
+}
+
+/// The capabilities the agent may ask for, by name, for error messages.
+type CapabilityBit = fn(&sys::jvmtiCapabilities) -> u32;
+const CAPABILITY_NAMES: [(&str, CapabilityBit); 10] = [
+    ("can_tag_objects", sys::jvmtiCapabilities::can_tag_objects),
+    (
+        "can_generate_method_entry_events",
+        sys::jvmtiCapabilities::can_generate_method_entry_events,
+    ),
+    (
+        "can_generate_method_exit_events",
+        sys::jvmtiCapabilities::can_generate_method_exit_events,
+    ),
+    (
+        "can_access_local_variables",
+        sys::jvmtiCapabilities::can_access_local_variables,
+    ),
+    (
+        "can_get_line_numbers",
+        sys::jvmtiCapabilities::can_get_line_numbers,
+    ),
+    (
+        "can_generate_exception_events",
+        sys::jvmtiCapabilities::can_generate_exception_events,
+    ),
+    (
+        "can_generate_monitor_events",
+        sys::jvmtiCapabilities::can_generate_monitor_events,
+    ),
+    (
+        "can_get_monitor_info",
+        sys::jvmtiCapabilities::can_get_monitor_info,
+    ),
+    (
+        "can_generate_garbage_collection_events",
+        sys::jvmtiCapabilities::can_generate_garbage_collection_events,
+    ),
+    (
+        "can_get_source_file_name",
+        sys::jvmtiCapabilities::can_get_source_file_name,
+    ),
+];
+
+fn missing_capabilities(
+    wanted: &sys::jvmtiCapabilities,
+    potential: &sys::jvmtiCapabilities,
+) -> Vec<&'static str> {
+    CAPABILITY_NAMES
+        .iter()
+        .filter(|(_, has)| has(wanted) != 0 && has(potential) == 0)
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+impl Agent {
+    /// VMInit: resolve fields, go live, switch on the asked-for events.
+    pub fn start_recording(&self, jni: Jni) {
+        let _ = self.fields.set(Fields::resolve(jni));
+        self.phase.store(LIVE, Ordering::Release);
+        let ev = self.options.events;
+        // Thread start and end also keep per-thread state apart: always on.
+        let mut events = vec![sys::JVMTI_EVENT_THREAD_START, sys::JVMTI_EVENT_THREAD_END];
+        if ev.contains(EventGroup::Classes) {
+            events.push(sys::JVMTI_EVENT_CLASS_PREPARE);
+        }
+        if ev.contains(EventGroup::Calls) || ev.contains(EventGroup::Exceptions) {
+            events.push(sys::JVMTI_EVENT_EXCEPTION);
+        }
+        if ev.contains(EventGroup::Exceptions) {
+            events.push(sys::JVMTI_EVENT_EXCEPTION_CATCH);
+        }
+        if ev.contains(EventGroup::Locks) {
+            events.extend(MONITOR_EVENTS);
+        }
+        if ev.contains(EventGroup::Gc) {
+            events.extend(GC_EVENTS);
+        }
+        for e in events {
+            if let Err(err) = self.jvmti.set_event(true, e) {
+                self.problems.jvmti(err);
+            }
+        }
+        // Without trace classes there is no call to record: leave the JIT alone.
+        if ev.contains(EventGroup::Calls) && !self.options.classes.is_empty() {
+            if let Err(err) = self.capture.start(self.jvmti) {
+                self.problems.jvmti(err);
+            }
+        }
+    }
+
+    /// VMDeath or unload: stop events, let the writer drain everything and
+    /// finish the file, report problems once.
+    pub fn stop_recording(&self) {
+        if self.phase.swap(STOPPED, Ordering::AcqRel) == LIVE {
+            self.capture.stop(self.jvmti);
+            for e in ALL_EVENTS {
+                let _ = self.jvmti.set_event(false, e);
+            }
+        }
+        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = writer {
+            w.stop_and_join();
+        }
+        self.report();
+    }
+
+    fn report(&self) {
+        if self.reported.swap(true, Ordering::AcqRel) || self.options.quiet {
+            return;
+        }
+        for line in self
+            .problems
+            .report(self.buffers.dropped(), self.options.buffer)
+        {
+            eprintln!("vmview agent: {line}");
+        }
+    }
+}
+
+const MONITOR_EVENTS: [sys::jvmtiEvent; 4] = [
+    sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTER,
+    sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTERED,
+    sys::JVMTI_EVENT_MONITOR_WAIT,
+    sys::JVMTI_EVENT_MONITOR_WAITED,
+];
+
+const GC_EVENTS: [sys::jvmtiEvent; 2] = [
+    sys::JVMTI_EVENT_GARBAGE_COLLECTION_START,
+    sys::JVMTI_EVENT_GARBAGE_COLLECTION_FINISH,
+];
+
+const ALL_EVENTS: [sys::jvmtiEvent; 13] = [
+    sys::JVMTI_EVENT_THREAD_START,
+    sys::JVMTI_EVENT_THREAD_END,
+    sys::JVMTI_EVENT_CLASS_PREPARE,
+    sys::JVMTI_EVENT_EXCEPTION,
+    sys::JVMTI_EVENT_EXCEPTION_CATCH,
+    sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTER,
+    sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTERED,
+    sys::JVMTI_EVENT_MONITOR_WAIT,
+    sys::JVMTI_EVENT_MONITOR_WAITED,
+    sys::JVMTI_EVENT_GARBAGE_COLLECTION_START,
+    sys::JVMTI_EVENT_GARBAGE_COLLECTION_FINISH,
+    sys::JVMTI_EVENT_VM_INIT,
+    sys::JVMTI_EVENT_VM_DEATH,
+];

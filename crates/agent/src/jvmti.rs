@@ -1,0 +1,554 @@
+//! Thin wrappers over the JVMTI and JNI function tables.
+//!
+//! They exist so the rest of the agent never juggles raw out-pointers and
+//! `Deallocate`: each wrapper returns owned Rust values (strings are copied
+//! and the JVM's buffer freed at once) or a [`JvmtiError`]. JNI local
+//! references that the agent creates come back as [`LocalRef`], which
+//! deletes itself, so `-Xcheck:jni` never sees a leak.
+//!
+//! The environment pointers are only valid on the JVM's terms: a `Jvmti`
+//! may be used from any thread while the VM is live; a `Jni` only on the
+//! thread whose callback received it.
+
+use crate::sys;
+use std::ffi::{c_char, CStr, CString};
+use std::ptr;
+
+/// A failed JVMTI call: the function and the error code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JvmtiError {
+    pub function: &'static str,
+    pub code: sys::jvmtiError,
+}
+
+impl JvmtiError {
+    /// An answer the caller expects sometimes (no line table, native
+    /// frame, VM shutting down), not a problem worth reporting.
+    pub fn is_expected(&self) -> bool {
+        matches!(
+            self.code,
+            sys::JVMTI_ERROR_ABSENT_INFORMATION
+                | sys::JVMTI_ERROR_OPAQUE_FRAME
+                | sys::JVMTI_ERROR_WRONG_PHASE
+                | sys::JVMTI_ERROR_NATIVE_METHOD
+                | sys::JVMTI_ERROR_THREAD_NOT_ALIVE
+        )
+    }
+
+    pub fn code_name(&self) -> &'static str {
+        match self.code {
+            sys::JVMTI_ERROR_INVALID_THREAD => "INVALID_THREAD",
+            sys::JVMTI_ERROR_INVALID_OBJECT => "INVALID_OBJECT",
+            sys::JVMTI_ERROR_INVALID_CLASS => "INVALID_CLASS",
+            sys::JVMTI_ERROR_INVALID_METHODID => "INVALID_METHODID",
+            sys::JVMTI_ERROR_INVALID_SLOT => "INVALID_SLOT",
+            sys::JVMTI_ERROR_TYPE_MISMATCH => "TYPE_MISMATCH",
+            sys::JVMTI_ERROR_NO_MORE_FRAMES => "NO_MORE_FRAMES",
+            sys::JVMTI_ERROR_OPAQUE_FRAME => "OPAQUE_FRAME",
+            sys::JVMTI_ERROR_ABSENT_INFORMATION => "ABSENT_INFORMATION",
+            sys::JVMTI_ERROR_NATIVE_METHOD => "NATIVE_METHOD",
+            sys::JVMTI_ERROR_WRONG_PHASE => "WRONG_PHASE",
+            sys::JVMTI_ERROR_MUST_POSSESS_CAPABILITY => "MUST_POSSESS_CAPABILITY",
+            sys::JVMTI_ERROR_NOT_AVAILABLE => "NOT_AVAILABLE",
+            sys::JVMTI_ERROR_OUT_OF_MEMORY => "OUT_OF_MEMORY",
+            sys::JVMTI_ERROR_ILLEGAL_ARGUMENT => "ILLEGAL_ARGUMENT",
+            sys::JVMTI_ERROR_NULL_POINTER => "NULL_POINTER",
+            sys::JVMTI_ERROR_UNATTACHED_THREAD => "UNATTACHED_THREAD",
+            sys::JVMTI_ERROR_THREAD_NOT_ALIVE => "THREAD_NOT_ALIVE",
+            sys::JVMTI_ERROR_INTERNAL => "INTERNAL",
+            _ => "OTHER",
+        }
+    }
+}
+
+impl std::fmt::Display for JvmtiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: JVMTI_ERROR_{} ({})",
+            self.function,
+            self.code_name(),
+            self.code
+        )
+    }
+}
+
+pub type Result<T> = std::result::Result<T, JvmtiError>;
+
+macro_rules! call {
+    ($env:expr, $f:ident $(, $arg:expr)* $(,)?) => {{
+        let env = $env;
+        // SAFETY: `env` is a live jvmtiEnv* (see `Jvmti::new`); the function
+        // table is never null for a live environment.
+        let code = unsafe {
+            match (**env).$f {
+                Some(f) => f(env $(, $arg)*),
+                None => sys::JVMTI_ERROR_NOT_AVAILABLE,
+            }
+        };
+        if code == sys::JVMTI_ERROR_NONE {
+            Ok(())
+        } else {
+            Err(JvmtiError { function: stringify!($f), code })
+        }
+    }};
+}
+
+/// A JVMTI environment. `Copy`, `Send` and `Sync`: JVMTI environments are
+/// shared by all threads.
+#[derive(Clone, Copy)]
+pub struct Jvmti(*mut sys::jvmtiEnv);
+
+// SAFETY: a jvmtiEnv may be used from any thread (JVMTI spec, "Environments").
+unsafe impl Send for Jvmti {}
+unsafe impl Sync for Jvmti {}
+
+/// Thread information as [`Jvmti::thread_info`] returns it.
+pub struct ThreadInfo {
+    pub name: String,
+    pub group: String,
+    pub priority: i32,
+    pub daemon: bool,
+}
+
+/// One row of a local variable table.
+pub struct LocalVariable {
+    pub start: i64,
+    pub slot: i32,
+    pub name: String,
+}
+
+impl Jvmti {
+    /// # Safety
+    /// `env` must be a valid jvmtiEnv* obtained from `GetEnv`.
+    pub unsafe fn new(env: *mut sys::jvmtiEnv) -> Jvmti {
+        Jvmti(env)
+    }
+
+    /// Copies a JVMTI-allocated C string and frees it.
+    fn take_string(self, p: *mut c_char) -> String {
+        if p.is_null() {
+            return String::new();
+        }
+        // SAFETY: JVMTI hands back NUL-terminated modified UTF-8.
+        let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+        self.deallocate(p);
+        s
+    }
+
+    fn deallocate<T>(self, p: *mut T) {
+        if !p.is_null() {
+            let _ = call!(self.0, Deallocate, p.cast::<u8>());
+        }
+    }
+
+    /// Copies `n` JVMTI-allocated items and frees the array.
+    fn take_array<T: Copy>(self, p: *mut T, n: sys::jint) -> Vec<T> {
+        if p.is_null() {
+            return Vec::new();
+        }
+        // SAFETY: JVMTI returned an array of `n` initialised items.
+        let v = unsafe { std::slice::from_raw_parts(p, n.max(0) as usize) }.to_vec();
+        self.deallocate(p);
+        v
+    }
+
+    pub fn version_number(self) -> Result<i32> {
+        let mut v = 0;
+        call!(self.0, GetVersionNumber, &mut v)?;
+        Ok(v)
+    }
+
+    pub fn potential_capabilities(self) -> Result<sys::jvmtiCapabilities> {
+        // SAFETY: jvmtiCapabilities is plain bits; all zero is valid.
+        let mut caps: sys::jvmtiCapabilities = unsafe { std::mem::zeroed() };
+        call!(self.0, GetPotentialCapabilities, &mut caps)?;
+        Ok(caps)
+    }
+
+    pub fn add_capabilities(self, caps: &sys::jvmtiCapabilities) -> Result<()> {
+        call!(self.0, AddCapabilities, caps)
+    }
+
+    pub fn set_event_callbacks(self, cb: &sys::jvmtiEventCallbacks) -> Result<()> {
+        call!(
+            self.0,
+            SetEventCallbacks,
+            cb,
+            std::mem::size_of::<sys::jvmtiEventCallbacks>() as sys::jint
+        )
+    }
+
+    pub fn set_event(self, enable: bool, event: sys::jvmtiEvent) -> Result<()> {
+        let mode = if enable {
+            sys::JVMTI_ENABLE
+        } else {
+            sys::JVMTI_DISABLE
+        };
+        call!(
+            self.0,
+            SetEventNotificationMode,
+            mode,
+            event,
+            ptr::null_mut()
+        )
+    }
+
+    pub fn system_property(self, name: &str) -> Option<String> {
+        let name = CString::new(name).ok()?;
+        let mut value = ptr::null_mut();
+        call!(self.0, GetSystemProperty, name.as_ptr(), &mut value).ok()?;
+        Some(self.take_string(value))
+    }
+
+    /// The class's JVM signature, e.g. `Ljava/lang/String;` or `[I`.
+    pub fn class_signature(self, class: sys::jclass) -> Result<String> {
+        let mut sig = ptr::null_mut();
+        call!(self.0, GetClassSignature, class, &mut sig, ptr::null_mut())?;
+        Ok(self.take_string(sig))
+    }
+
+    pub fn class_status(self, class: sys::jclass) -> Result<i32> {
+        let mut status = 0;
+        call!(self.0, GetClassStatus, class, &mut status)?;
+        Ok(status)
+    }
+
+    pub fn source_file_name(self, class: sys::jclass) -> Result<String> {
+        let mut name = ptr::null_mut();
+        call!(self.0, GetSourceFileName, class, &mut name)?;
+        Ok(self.take_string(name))
+    }
+
+    /// The class's defining loader (a local reference; null for bootstrap).
+    pub fn class_loader(self, jni: Jni, class: sys::jclass) -> Result<LocalRef> {
+        let mut loader = ptr::null_mut();
+        call!(self.0, GetClassLoader, class, &mut loader)?;
+        Ok(LocalRef::new(jni, loader))
+    }
+
+    /// Every loaded class, as local references.
+    pub fn loaded_classes(self, jni: Jni) -> Result<Vec<LocalRef>> {
+        let mut n = 0;
+        let mut classes = ptr::null_mut();
+        call!(self.0, GetLoadedClasses, &mut n, &mut classes)?;
+        Ok(self
+            .take_array(classes, n)
+            .into_iter()
+            .map(|c| LocalRef::new(jni, c))
+            .collect())
+    }
+
+    /// Name and descriptor.
+    pub fn method_name(self, method: sys::jmethodID) -> Result<(String, String)> {
+        let (mut name, mut sig) = (ptr::null_mut(), ptr::null_mut());
+        call!(
+            self.0,
+            GetMethodName,
+            method,
+            &mut name,
+            &mut sig,
+            ptr::null_mut()
+        )?;
+        Ok((self.take_string(name), self.take_string(sig)))
+    }
+
+    pub fn method_declaring_class(self, jni: Jni, method: sys::jmethodID) -> Result<LocalRef> {
+        let mut class = ptr::null_mut();
+        call!(self.0, GetMethodDeclaringClass, method, &mut class)?;
+        Ok(LocalRef::new(jni, class))
+    }
+
+    pub fn method_modifiers(self, method: sys::jmethodID) -> Result<i32> {
+        let mut m = 0;
+        call!(self.0, GetMethodModifiers, method, &mut m)?;
+        Ok(m)
+    }
+
+    pub fn local_variable_table(self, method: sys::jmethodID) -> Result<Vec<LocalVariable>> {
+        let mut n = 0;
+        let mut table = ptr::null_mut();
+        call!(self.0, GetLocalVariableTable, method, &mut n, &mut table)?;
+        Ok(self
+            .take_array(table, n)
+            .into_iter()
+            .map(|e| {
+                self.deallocate(e.signature);
+                self.deallocate(e.generic_signature);
+                LocalVariable {
+                    start: e.start_location,
+                    slot: e.slot,
+                    name: self.take_string(e.name),
+                }
+            })
+            .collect())
+    }
+
+    /// `(start bci, line)` pairs.
+    pub fn line_number_table(self, method: sys::jmethodID) -> Result<Vec<(i64, u32)>> {
+        let mut n = 0;
+        let mut table = ptr::null_mut();
+        call!(self.0, GetLineNumberTable, method, &mut n, &mut table)?;
+        Ok(self
+            .take_array(table, n)
+            .into_iter()
+            .map(|e: sys::jvmtiLineNumberEntry| (e.start_location, e.line_number.max(0) as u32))
+            .collect())
+    }
+
+    /// Frames on the thread's stack (null: the current thread).
+    pub fn frame_count(self, thread: sys::jthread) -> Result<i32> {
+        let mut n = 0;
+        call!(self.0, GetFrameCount, thread, &mut n)?;
+        Ok(n)
+    }
+
+    pub fn frame_location(self, thread: sys::jthread, depth: i32) -> Result<(sys::jmethodID, i64)> {
+        let (mut method, mut loc) = (ptr::null_mut(), 0);
+        call!(
+            self.0,
+            GetFrameLocation,
+            thread,
+            depth,
+            &mut method,
+            &mut loc
+        )?;
+        Ok((method, loc))
+    }
+
+    pub fn local_int(self, thread: sys::jthread, depth: i32, slot: i32) -> Result<i32> {
+        let mut v = 0;
+        call!(self.0, GetLocalInt, thread, depth, slot, &mut v)?;
+        Ok(v)
+    }
+
+    pub fn local_long(self, thread: sys::jthread, depth: i32, slot: i32) -> Result<i64> {
+        let mut v = 0;
+        call!(self.0, GetLocalLong, thread, depth, slot, &mut v)?;
+        Ok(v)
+    }
+
+    pub fn local_float(self, thread: sys::jthread, depth: i32, slot: i32) -> Result<f32> {
+        let mut v = 0.0;
+        call!(self.0, GetLocalFloat, thread, depth, slot, &mut v)?;
+        Ok(v)
+    }
+
+    pub fn local_double(self, thread: sys::jthread, depth: i32, slot: i32) -> Result<f64> {
+        let mut v = 0.0;
+        call!(self.0, GetLocalDouble, thread, depth, slot, &mut v)?;
+        Ok(v)
+    }
+
+    pub fn local_object(
+        self,
+        jni: Jni,
+        thread: sys::jthread,
+        depth: i32,
+        slot: i32,
+    ) -> Result<LocalRef> {
+        let mut v = ptr::null_mut();
+        call!(self.0, GetLocalObject, thread, depth, slot, &mut v)?;
+        Ok(LocalRef::new(jni, v))
+    }
+
+    pub fn thread_info(self, jni: Jni, thread: sys::jthread) -> Result<ThreadInfo> {
+        // SAFETY: plain C struct; all zero is a valid value to be overwritten.
+        let mut info: sys::jvmtiThreadInfo = unsafe { std::mem::zeroed() };
+        call!(self.0, GetThreadInfo, thread, &mut info)?;
+        let _loader = LocalRef::new(jni, info.context_class_loader);
+        let group = LocalRef::new(jni, info.thread_group);
+        let group_name = if group.is_null() {
+            String::new()
+        } else {
+            // SAFETY: as above.
+            let mut g: sys::jvmtiThreadGroupInfo = unsafe { std::mem::zeroed() };
+            match call!(self.0, GetThreadGroupInfo, group.get(), &mut g) {
+                Ok(()) => {
+                    let _parent = LocalRef::new(jni, g.parent);
+                    self.take_string(g.name)
+                }
+                Err(_) => String::new(),
+            }
+        };
+        Ok(ThreadInfo {
+            name: self.take_string(info.name),
+            group: group_name,
+            priority: info.priority,
+            daemon: info.is_daemon != 0,
+        })
+    }
+
+    pub fn object_hash_code(self, object: sys::jobject) -> Result<u32> {
+        let mut h = 0;
+        call!(self.0, GetObjectHashCode, object, &mut h)?;
+        Ok(h as u32)
+    }
+
+    /// The thread owning the object's monitor, if any (a local reference).
+    pub fn monitor_owner(self, jni: Jni, object: sys::jobject) -> Result<LocalRef> {
+        // SAFETY: plain C struct; all zero is a valid value to be overwritten.
+        let mut usage: sys::jvmtiMonitorUsage = unsafe { std::mem::zeroed() };
+        call!(self.0, GetObjectMonitorUsage, object, &mut usage)?;
+        for t in self.take_array(usage.waiters, usage.waiter_count) {
+            drop(LocalRef::new(jni, t));
+        }
+        for t in self.take_array(usage.notify_waiters, usage.notify_waiter_count) {
+            drop(LocalRef::new(jni, t));
+        }
+        Ok(LocalRef::new(jni, usage.owner))
+    }
+
+    pub fn tag(self, object: sys::jobject) -> Result<i64> {
+        let mut t = 0;
+        call!(self.0, GetTag, object, &mut t)?;
+        Ok(t)
+    }
+
+    pub fn set_tag(self, object: sys::jobject, tag: i64) -> Result<()> {
+        call!(self.0, SetTag, object, tag)
+    }
+}
+
+/// The JNI environment of the current thread.
+#[derive(Clone, Copy)]
+pub struct Jni(*mut sys::JNIEnv);
+
+macro_rules! jni {
+    ($env:expr, $f:ident $(, $arg:expr)* $(,)?) => {{
+        let env = $env;
+        // SAFETY: `env` is the current thread's JNIEnv* (see `Jni::new`).
+        unsafe {
+            match (**env).$f {
+                Some(f) => Some(f(env $(, $arg)*)),
+                None => None,
+            }
+        }
+    }};
+}
+
+impl Jni {
+    /// # Safety
+    /// `env` must be the JNIEnv* of the calling thread.
+    pub unsafe fn new(env: *mut sys::JNIEnv) -> Jni {
+        Jni(env)
+    }
+
+    pub fn object_class(self, object: sys::jobject) -> LocalRef {
+        LocalRef::new(
+            self,
+            jni!(self.0, GetObjectClass, object).unwrap_or(ptr::null_mut()),
+        )
+    }
+
+    pub fn find_class(self, name: &CStr) -> LocalRef {
+        let c = jni!(self.0, FindClass, name.as_ptr()).unwrap_or(ptr::null_mut());
+        self.clear_exception();
+        LocalRef::new(self, c)
+    }
+
+    /// The field's id, or `None` when the class has no such field (the
+    /// `NoSuchFieldError` is cleared).
+    pub fn field_id(self, class: sys::jclass, name: &CStr, sig: &CStr) -> Option<sys::jfieldID> {
+        let f = jni!(self.0, GetFieldID, class, name.as_ptr(), sig.as_ptr())?;
+        self.clear_exception();
+        (!f.is_null()).then_some(f)
+    }
+
+    fn clear_exception(self) {
+        if jni!(self.0, ExceptionCheck) == Some(1) {
+            jni!(self.0, ExceptionClear);
+        }
+    }
+
+    pub fn object_field(self, object: sys::jobject, f: sys::jfieldID) -> LocalRef {
+        LocalRef::new(
+            self,
+            jni!(self.0, GetObjectField, object, f).unwrap_or(ptr::null_mut()),
+        )
+    }
+
+    pub fn int_field(self, object: sys::jobject, f: sys::jfieldID) -> i32 {
+        jni!(self.0, GetIntField, object, f).unwrap_or(0)
+    }
+
+    pub fn long_field(self, object: sys::jobject, f: sys::jfieldID) -> i64 {
+        jni!(self.0, GetLongField, object, f).unwrap_or(0)
+    }
+
+    pub fn short_field(self, object: sys::jobject, f: sys::jfieldID) -> i16 {
+        jni!(self.0, GetShortField, object, f).unwrap_or(0)
+    }
+
+    pub fn byte_field(self, object: sys::jobject, f: sys::jfieldID) -> i8 {
+        jni!(self.0, GetByteField, object, f).unwrap_or(0)
+    }
+
+    pub fn char_field(self, object: sys::jobject, f: sys::jfieldID) -> u16 {
+        jni!(self.0, GetCharField, object, f).unwrap_or(0)
+    }
+
+    pub fn boolean_field(self, object: sys::jobject, f: sys::jfieldID) -> bool {
+        jni!(self.0, GetBooleanField, object, f).unwrap_or(0) != 0
+    }
+
+    pub fn float_field(self, object: sys::jobject, f: sys::jfieldID) -> f32 {
+        jni!(self.0, GetFloatField, object, f).unwrap_or(0.0)
+    }
+
+    pub fn double_field(self, object: sys::jobject, f: sys::jfieldID) -> f64 {
+        jni!(self.0, GetDoubleField, object, f).unwrap_or(0.0)
+    }
+
+    pub fn array_length(self, array: sys::jobject) -> u32 {
+        jni!(self.0, GetArrayLength, array).unwrap_or(0).max(0) as u32
+    }
+
+    pub fn string_length(self, s: sys::jobject) -> u32 {
+        jni!(self.0, GetStringLength, s).unwrap_or(0).max(0) as u32
+    }
+
+    /// The first `buf.len()` UTF-16 units of the string.
+    pub fn string_region(self, s: sys::jobject, buf: &mut [u16]) {
+        jni!(
+            self.0,
+            GetStringRegion,
+            s,
+            0,
+            buf.len() as sys::jsize,
+            buf.as_mut_ptr()
+        );
+    }
+
+    pub fn delete_local_ref(self, r: sys::jobject) {
+        if !r.is_null() {
+            jni!(self.0, DeleteLocalRef, r);
+        }
+    }
+}
+
+/// A JNI local reference the agent created; deleted when dropped.
+pub struct LocalRef {
+    jni: Jni,
+    obj: sys::jobject,
+}
+
+impl LocalRef {
+    pub fn new(jni: Jni, obj: sys::jobject) -> LocalRef {
+        LocalRef { jni, obj }
+    }
+
+    pub fn get(&self) -> sys::jobject {
+        self.obj
+    }
+
+    pub fn is_null(&self) -> bool {
+        self.obj.is_null()
+    }
+}
+
+impl Drop for LocalRef {
+    fn drop(&mut self) {
+        self.jni.delete_local_ref(self.obj);
+    }
+}

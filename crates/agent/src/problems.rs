@@ -1,0 +1,116 @@
+//! What went wrong while recording, counted where it happens and reported
+//! once, on stderr, when the agent stops.
+//!
+//! Callbacks must not print or panic, so a failed JVMTI call, a caught
+//! panic or a write error is only counted here (with the first message of
+//! each kind kept for the report).
+
+use crate::jvmti::JvmtiError;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+#[derive(Default)]
+pub struct Problems {
+    jvmti: Counter,
+    panics: Counter,
+    writer: Counter,
+    reentrant: AtomicU64,
+}
+
+#[derive(Default)]
+struct Counter {
+    count: AtomicU64,
+    first: OnceLock<String>,
+}
+
+impl Counter {
+    fn add(&self, first: impl FnOnce() -> String) {
+        if self.count.fetch_add(1, Ordering::Relaxed) == 0 {
+            let _ = self.first.set(first());
+        }
+    }
+
+    fn line(&self, what: &str, out: &mut Vec<String>) {
+        let n = self.count.load(Ordering::Relaxed);
+        if n > 0 {
+            let first = self.first.get().map(String::as_str).unwrap_or("?");
+            out.push(format!("{n} {what} (first: {first})"));
+        }
+    }
+}
+
+/// The message of the first panic, set by the quiet panic hook.
+static PANIC_MESSAGE: Mutex<Option<String>> = Mutex::new(None);
+
+/// Replaces the default panic hook (which prints to the JVM's stderr) with
+/// one that only remembers the first message for the final report.
+pub fn install_quiet_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        if let Ok(mut m) = PANIC_MESSAGE.try_lock() {
+            if m.is_none() {
+                let loc = info
+                    .location()
+                    .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                    .unwrap_or_default();
+                let msg = info
+                    .payload()
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "panic".to_string());
+                *m = Some(format!("{msg}{loc}"));
+            }
+        }
+    }));
+}
+
+impl Problems {
+    /// Counts a failed JVMTI call unless the caller expects that answer.
+    pub fn jvmti(&self, e: JvmtiError) {
+        if !e.is_expected() {
+            self.jvmti.add(|| e.to_string());
+        }
+    }
+
+    /// Counts a panic caught at the FFI boundary in `entry`.
+    pub fn panic(&self, entry: &'static str) {
+        self.panics.add(|| {
+            let msg = PANIC_MESSAGE
+                .try_lock()
+                .ok()
+                .and_then(|m| m.clone())
+                .unwrap_or_else(|| "panic".to_string());
+            format!("{entry}: {msg}")
+        });
+    }
+
+    /// Counts a trace-writing failure.
+    pub fn writer(&self, message: impl FnOnce() -> String) {
+        self.writer.add(message);
+    }
+
+    /// Counts an event skipped because a callback ran inside another one
+    /// on the same thread.
+    pub fn reentrant(&self) {
+        self.reentrant.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The lines of the final report (empty when all went well).
+    pub fn report(&self, dropped: u64, budget: u64) -> Vec<String> {
+        let mut out = Vec::new();
+        if dropped > 0 {
+            out.push(format!(
+                "{dropped} events dropped: more than buffer={} MiB waited to be written (raise buffer= or trace fewer classes)",
+                budget >> 20
+            ));
+        }
+        self.writer.line("trace write errors", &mut out);
+        self.jvmti.line("JVMTI calls failed", &mut out);
+        self.panics.line("internal errors caught", &mut out);
+        let r = self.reentrant.load(Ordering::Relaxed);
+        if r > 0 {
+            out.push(format!("{r} nested callbacks skipped"));
+        }
+        out
+    }
+}

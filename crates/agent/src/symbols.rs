@@ -1,0 +1,70 @@
+//! Interning of the names events refer to, and the queue of symbol records
+//! the writer thread still has to write.
+//!
+//! Callbacks intern a name once (on a cache miss), get a small handle and
+//! put the handle in events. The matching symbol record goes to a pending
+//! list under the same lock, before any event that uses the handle can be
+//! pushed; the writer drains events first and symbols second, so every
+//! event it writes has its symbols defined.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use vmview_format::{MethodId, MethodSymbol, StringId, Symbol, ThreadRef, ThreadSymbol};
+
+#[derive(Default)]
+pub struct Symbols {
+    inner: Mutex<Inner>,
+    next_method: AtomicU32,
+    next_thread: AtomicU32,
+}
+
+#[derive(Default)]
+struct Inner {
+    strings: HashMap<Box<str>, StringId>,
+    pending: Vec<Symbol>,
+}
+
+impl Symbols {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The handle of `text`, defining it on first use.
+    pub fn string(&self, text: &str) -> StringId {
+        let mut inner = self.lock();
+        if let Some(id) = inner.strings.get(text) {
+            return *id;
+        }
+        let id = StringId(inner.strings.len() as u32);
+        inner.strings.insert(text.into(), id);
+        inner.pending.push(Symbol::String {
+            id,
+            text: text.to_string(),
+        });
+        id
+    }
+
+    /// Defines a new method symbol; `make` receives its fresh handle.
+    pub fn method(&self, make: impl FnOnce(MethodId) -> MethodSymbol) -> MethodId {
+        let id = MethodId(self.next_method.fetch_add(1, Ordering::Relaxed));
+        let sym = make(id);
+        self.lock().pending.push(Symbol::Method(sym));
+        id
+    }
+
+    /// A fresh thread handle; define it with [`Symbols::define_thread`].
+    pub fn new_thread_ref(&self) -> ThreadRef {
+        ThreadRef(self.next_thread.fetch_add(1, Ordering::Relaxed))
+    }
+
+    pub fn define_thread(&self, sym: ThreadSymbol) {
+        self.lock().pending.push(Symbol::Thread(sym));
+    }
+
+    /// Moves the symbols defined since the last call into `out`, in
+    /// definition order.
+    pub fn drain_pending(&self, out: &mut Vec<Symbol>) {
+        out.append(&mut self.lock().pending);
+    }
+}

@@ -1,0 +1,189 @@
+//! Per-thread agent state and the dense [`ThreadRef`] numbering.
+//!
+//! A JVM thread is an OS thread, and a JVMTI callback runs on the thread
+//! the event is about, so per-thread state lives in a Rust thread-local:
+//! the event buffer, the jmethodID cache in front of the shared one, the
+//! stack of open traced calls (for elapsed times) and the start times of
+//! monitor waits. It is created at the thread's first event.
+//!
+//! Another thread can need a thread's handle too (the owner of a contended
+//! monitor), so the handle is also stored in the `Thread` object's JVMTI
+//! tag; whoever sees a thread first numbers it and defines its symbol.
+
+use crate::agent::Agent;
+use crate::buffers::ThreadBuffer;
+use crate::jvmti::Jni;
+use crate::methods::{MethodInfo, PtrMap};
+use crate::sys;
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
+use vmview_format::{Event, EventKind, StringId, ThreadRef, ThreadSymbol};
+
+/// A traced call not yet returned.
+pub struct OpenCall {
+    pub method: usize,
+    pub start_ns: u64,
+    pub depth: u32,
+}
+
+pub struct ThreadState {
+    pub thread: ThreadRef,
+    buffer: Arc<ThreadBuffer>,
+    /// This thread's view of the jmethodID cache.
+    pub methods: PtrMap<Arc<MethodInfo>>,
+    /// Traced calls in progress, innermost last.
+    pub calls: Vec<OpenCall>,
+    /// Class of the exception unwinding the stack since the last THROW.
+    pub unwinding: Option<StringId>,
+    /// When the current monitor contention began.
+    pub contended_since: u64,
+    /// When the current `Object.wait` began.
+    pub wait_since: u64,
+}
+
+thread_local! {
+    static STATE: RefCell<Option<ThreadState>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on the calling thread's state, creating the state on the first
+/// event (`jni` and `thread` name the Java thread; `None` for a VM thread
+/// such as the one reporting GC). Returns `None` when the state is in use
+/// further up this thread's stack, or the thread is exiting.
+pub fn with_state<R>(
+    agent: &Agent,
+    java: Option<(Jni, sys::jthread)>,
+    f: impl FnOnce(&mut ThreadState) -> R,
+) -> Option<R> {
+    let exists = STATE.try_with(|s| s.try_borrow().map(|s| s.is_some())).ok();
+    match exists {
+        Some(Ok(true)) => {}
+        Some(Ok(false)) => {
+            // Numbering the thread calls into the JVM: done before borrowing.
+            let thread = match java {
+                Some((jni, t)) => agent.threads.thread_ref(agent, jni, t),
+                None => agent.threads.vm_thread_ref(agent),
+            };
+            let state = ThreadState {
+                thread,
+                buffer: agent.buffers.register(),
+                methods: PtrMap::default(),
+                calls: Vec::new(),
+                unwinding: None,
+                contended_since: 0,
+                wait_since: 0,
+            };
+            let _ = STATE.try_with(|s| {
+                if let Ok(mut s) = s.try_borrow_mut() {
+                    s.get_or_insert(state);
+                }
+            });
+        }
+        _ => {
+            agent.problems.reentrant();
+            return None;
+        }
+    }
+    let r = STATE.try_with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => s.as_mut().map(f),
+        Err(_) => None,
+    });
+    match r {
+        Ok(Some(r)) => Some(r),
+        _ => {
+            agent.problems.reentrant();
+            None
+        }
+    }
+}
+
+/// Drops the calling thread's state: its Java thread ended (or a new one
+/// starts on this OS thread). Queued events stay with the writer.
+pub fn forget_current() {
+    let _ = STATE.try_with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            *s = None;
+        }
+    });
+}
+
+impl ThreadState {
+    /// Queues an event of this thread.
+    pub fn emit(&self, agent: &Agent, time_ns: u64, kind: EventKind) {
+        agent.buffers.push(
+            &self.buffer,
+            Event {
+                id: 0,
+                time_ns,
+                thread: self.thread,
+                kind,
+            },
+        );
+    }
+}
+
+/// Hands out thread handles and defines their symbols.
+#[derive(Default)]
+pub struct ThreadRegistry {
+    /// Serialises numbering so a thread seen by two threads at once gets
+    /// one handle.
+    lock: Mutex<()>,
+}
+
+impl ThreadRegistry {
+    /// The handle of a Java thread, numbering it on first sight.
+    pub fn thread_ref(&self, agent: &Agent, jni: Jni, thread: sys::jthread) -> ThreadRef {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let j = agent.jvmti;
+        match j.tag(thread) {
+            Ok(t) if t > 0 => return ThreadRef((t - 1) as u32),
+            Ok(_) => {}
+            Err(e) => agent.problems.jvmti(e),
+        }
+        let id = agent.symbols.new_thread_ref();
+        let s = &agent.symbols;
+        let sym = match j.thread_info(jni, thread) {
+            Ok(info) => ThreadSymbol {
+                id,
+                java_id: match agent.fields.get().and_then(|f| f.thread_id) {
+                    Some(f) => jni.long_field(thread, f.0),
+                    None => -1,
+                },
+                name: s.string(&info.name),
+                group: s.string(&info.group),
+                priority: info.priority,
+                daemon: info.daemon,
+            },
+            Err(e) => {
+                agent.problems.jvmti(e);
+                unknown_thread(agent, id, &format!("thread-{}", id.0))
+            }
+        };
+        s.define_thread(sym);
+        if let Err(e) = j.set_tag(thread, i64::from(id.0) + 1) {
+            agent.problems.jvmti(e);
+        }
+        id
+    }
+
+    /// A handle for a VM-internal thread (no `Thread` object), such as the
+    /// one that reports garbage collections.
+    pub fn vm_thread_ref(&self, agent: &Agent) -> ThreadRef {
+        let id = agent.symbols.new_thread_ref();
+        agent
+            .symbols
+            .define_thread(unknown_thread(agent, id, "VM Thread"));
+        id
+    }
+}
+
+/// A thread symbol with no Java identity.
+pub fn unknown_thread(agent: &Agent, id: ThreadRef, name: &str) -> ThreadSymbol {
+    ThreadSymbol {
+        id,
+        java_id: -1,
+        name: agent.symbols.string(name),
+        group: agent.symbols.string("system"),
+        priority: 0,
+        daemon: true,
+    }
+}
