@@ -57,6 +57,7 @@ impl ChunkDecoder {
 
     /// The next event, after adding the symbol records before it to
     /// `symbols`; `None` at the end of the payload.
+    #[inline]
     pub(crate) fn next(&mut self, symbols: &mut SymbolTable) -> Result<Option<Event>, Malformed> {
         loop {
             let mut c = Cursor::new(&self.payload, self.pos);
@@ -72,7 +73,7 @@ impl ChunkDecoder {
                         what: "a symbol record tag without flags",
                     });
                 }
-                let sym = read_symbol(&mut c, op)?;
+                let sym = read_symbol(&mut c, op)?; // cold: once per symbol per chunk
                 symbols.insert(sym);
                 self.pos = c.pos();
                 continue;
@@ -104,13 +105,6 @@ impl ChunkDecoder {
             };
             let time_ns = self.prev_time.wrapping_add(c.i64()? as u64);
             let kind_flag = tag & F_KIND != 0;
-            let no_flag = |c: &Cursor| {
-                if kind_flag {
-                    Err(c.err("no kind flag on this record type"))
-                } else {
-                    Ok(())
-                }
-            };
             let gen = self.generation;
 
             let kind = match op {
@@ -142,7 +136,7 @@ impl ChunkDecoder {
                     };
                     let params = if x & CALL_PARAMS != 0 {
                         let n = c.count(1)?;
-                        let mut v = Vec::with_capacity(n);
+                        let mut v = Vec::with_capacity(n.min(PREALLOC_LIMIT));
                         for _ in 0..n {
                             v.push(read_value(&mut c, 0)?);
                         }
@@ -205,109 +199,7 @@ impl ChunkDecoder {
                         elapsed_ns,
                     }
                 }
-                OP_THREAD_START => {
-                    no_flag(&c)?;
-                    EventKind::ThreadStart
-                }
-                OP_THREAD_END => {
-                    no_flag(&c)?;
-                    EventKind::ThreadEnd
-                }
-                OP_CLASS_LOAD => {
-                    no_flag(&c)?;
-                    EventKind::ClassLoad {
-                        class: StringId(c.u32()?),
-                        loader: StringId(c.u32()?),
-                        source: StringId(c.u32()?),
-                    }
-                }
-                OP_THROW => {
-                    let exception = StringId(c.u32()?);
-                    let message = match c.u64()? {
-                        0 => None,
-                        n => {
-                            let at = c.pos();
-                            let n =
-                                usize::try_from(n - 1).map_err(|_| c.err("a message length"))?;
-                            let b = c.bytes(n)?;
-                            let s = std::str::from_utf8(b).map_err(|_| Malformed {
-                                offset: at,
-                                what: "a UTF-8 exception message",
-                            })?;
-                            Some(s.to_owned())
-                        }
-                    };
-                    let method = MethodId(c.u32()?);
-                    let loc = read_loc(&mut c)?;
-                    let catch = if kind_flag {
-                        Some((MethodId(c.u32()?), read_loc(&mut c)?))
-                    } else {
-                        None
-                    };
-                    EventKind::Throw {
-                        exception,
-                        message,
-                        method,
-                        loc,
-                        catch,
-                    }
-                }
-                OP_CATCH => {
-                    no_flag(&c)?;
-                    EventKind::Catch {
-                        exception: StringId(c.u32()?),
-                        method: MethodId(c.u32()?),
-                        loc: read_loc(&mut c)?,
-                    }
-                }
-                OP_MONITOR_CONTENDED_ENTER => {
-                    let monitor = read_monitor(&mut c)?;
-                    let owner = if kind_flag {
-                        Some(ThreadRef(c.u32()?))
-                    } else {
-                        None
-                    };
-                    EventKind::MonitorContendedEnter { monitor, owner }
-                }
-                OP_MONITOR_CONTENDED_ENTERED => {
-                    no_flag(&c)?;
-                    EventKind::MonitorContendedEntered {
-                        monitor: read_monitor(&mut c)?,
-                        wait_ns: c.u64()?,
-                    }
-                }
-                OP_MONITOR_WAIT => {
-                    no_flag(&c)?;
-                    EventKind::MonitorWait {
-                        monitor: read_monitor(&mut c)?,
-                        timeout_ms: c.i64()?,
-                    }
-                }
-                OP_MONITOR_WAITED => EventKind::MonitorWaited {
-                    monitor: read_monitor(&mut c)?,
-                    timed_out: kind_flag,
-                    wait_ns: c.u64()?,
-                },
-                OP_GC_START => {
-                    no_flag(&c)?;
-                    EventKind::GcStart
-                }
-                OP_GC_FINISH => {
-                    no_flag(&c)?;
-                    EventKind::GcFinish {
-                        duration_ns: c.u64()?,
-                    }
-                }
-                OP_DROPPED => {
-                    no_flag(&c)?;
-                    EventKind::Dropped { count: c.u64()? }
-                }
-                _ => {
-                    return Err(Malformed {
-                        offset: self.pos,
-                        what: "a known record type",
-                    })
-                }
+                _ => read_other_event(&mut c, op, kind_flag, self.pos)?,
             };
 
             self.pos = c.pos();
@@ -326,6 +218,127 @@ impl ChunkDecoder {
             }));
         }
     }
+}
+
+/// Events other than CALL and RETURN: rarer, so kept out of the hot loop.
+#[inline(never)]
+fn read_other_event(
+    c: &mut Cursor,
+    op: u8,
+    kind_flag: bool,
+    record_at: usize,
+) -> Result<EventKind, Malformed> {
+    let no_flag = |c: &Cursor| {
+        if kind_flag {
+            Err(c.err("no kind flag on this record type"))
+        } else {
+            Ok(())
+        }
+    };
+    Ok(match op {
+        OP_THREAD_START => {
+            no_flag(c)?;
+            EventKind::ThreadStart
+        }
+        OP_THREAD_END => {
+            no_flag(c)?;
+            EventKind::ThreadEnd
+        }
+        OP_CLASS_LOAD => {
+            no_flag(c)?;
+            EventKind::ClassLoad {
+                class: StringId(c.u32()?),
+                loader: StringId(c.u32()?),
+                source: StringId(c.u32()?),
+            }
+        }
+        OP_THROW => {
+            let exception = StringId(c.u32()?);
+            let message = match c.u64()? {
+                0 => None,
+                n => {
+                    let at = c.pos();
+                    let n = usize::try_from(n - 1).map_err(|_| c.err("a message length"))?;
+                    let b = c.bytes(n)?;
+                    let s = std::str::from_utf8(b).map_err(|_| Malformed {
+                        offset: at,
+                        what: "a UTF-8 exception message",
+                    })?;
+                    Some(s.to_owned())
+                }
+            };
+            let method = MethodId(c.u32()?);
+            let loc = read_loc(c)?;
+            let catch = if kind_flag {
+                Some((MethodId(c.u32()?), read_loc(c)?))
+            } else {
+                None
+            };
+            EventKind::Throw {
+                exception,
+                message,
+                method,
+                loc,
+                catch,
+            }
+        }
+        OP_CATCH => {
+            no_flag(c)?;
+            EventKind::Catch {
+                exception: StringId(c.u32()?),
+                method: MethodId(c.u32()?),
+                loc: read_loc(c)?,
+            }
+        }
+        OP_MONITOR_CONTENDED_ENTER => {
+            let monitor = read_monitor(c)?;
+            let owner = if kind_flag {
+                Some(ThreadRef(c.u32()?))
+            } else {
+                None
+            };
+            EventKind::MonitorContendedEnter { monitor, owner }
+        }
+        OP_MONITOR_CONTENDED_ENTERED => {
+            no_flag(c)?;
+            EventKind::MonitorContendedEntered {
+                monitor: read_monitor(c)?,
+                wait_ns: c.u64()?,
+            }
+        }
+        OP_MONITOR_WAIT => {
+            no_flag(c)?;
+            EventKind::MonitorWait {
+                monitor: read_monitor(c)?,
+                timeout_ms: c.i64()?,
+            }
+        }
+        OP_MONITOR_WAITED => EventKind::MonitorWaited {
+            monitor: read_monitor(c)?,
+            timed_out: kind_flag,
+            wait_ns: c.u64()?,
+        },
+        OP_GC_START => {
+            no_flag(c)?;
+            EventKind::GcStart
+        }
+        OP_GC_FINISH => {
+            no_flag(c)?;
+            EventKind::GcFinish {
+                duration_ns: c.u64()?,
+            }
+        }
+        OP_DROPPED => {
+            no_flag(c)?;
+            EventKind::Dropped { count: c.u64()? }
+        }
+        _ => {
+            return Err(Malformed {
+                offset: record_at,
+                what: "a known record type",
+            })
+        }
+    })
 }
 
 /// A depth written as a zigzag difference from the expected depth.
@@ -416,6 +429,8 @@ fn read_value(c: &mut Cursor, nesting: u32) -> Result<Value, Malformed> {
     Ok(v)
 }
 
+#[cold]
+#[inline(never)]
 fn read_symbol(c: &mut Cursor, op: u8) -> Result<Symbol, Malformed> {
     Ok(match op {
         OP_STRING => Symbol::String {
@@ -429,7 +444,7 @@ fn read_symbol(c: &mut Cursor, op: u8) -> Result<Symbol, Malformed> {
             let sig = StringId(c.u32()?);
             let modifiers = u16::try_from(c.u64()?).map_err(|_| c.err("16-bit modifiers"))?;
             let n = c.count(1)?;
-            let mut param_names = Vec::with_capacity(n);
+            let mut param_names = Vec::with_capacity(n.min(PREALLOC_LIMIT));
             for _ in 0..n {
                 param_names.push(StringId(c.u32()?));
             }

@@ -15,6 +15,7 @@
 use std::io::{self, Read, Seek, SeekFrom};
 
 use crate::chunk::ChunkDecoder;
+use crate::varint::Malformed;
 use crate::wire::*;
 use crate::{
     ChunkInfo, Diagnostic, DiagnosticKind, Event, FormatError, SymbolTable, TraceHeader, TraceIndex,
@@ -224,34 +225,51 @@ impl<R: Read + Seek> TraceReader<R> {
 
     /// The next event in file order, or `None` at the end. Damage is
     /// skipped and recorded in `diagnostics()`.
+    #[inline]
     pub fn next_event(&mut self) -> Option<Event> {
+        // The hot path, small enough to inline into the caller's loop so
+        // that the event is built where the caller keeps it.
+        if self.active {
+            match self.chunk.next(&mut self.symbols) {
+                Ok(Some(ev)) => return Some(ev),
+                Ok(None) => self.chunk_ended(None),
+                Err(e) => self.chunk_ended(Some(e)),
+            }
+        }
+        self.next_event_slow()
+    }
+
+    /// The current chunk is exhausted or damaged at `error`.
+    #[inline(never)]
+    fn chunk_ended(&mut self, error: Option<Malformed>) {
+        self.active = false;
+        let Some(e) = error else {
+            self.check_chunk_totals();
+            return;
+        };
+        let h = self.chunk.header;
+        let at = self.chunk.offset + CHUNK_HEADER_LEN as u64 + e.offset as u64;
+        self.diagnostics.push(Diagnostic {
+            chunk: Some(h.seq),
+            offset: at,
+            kind: DiagnosticKind::BadChunk,
+            message: format!(
+                "chunk {} (offset {}) cannot be decoded at offset {at}: expected {}; \
+                 its remaining events were skipped ({} of {} read)",
+                h.seq, self.chunk.offset, e.what, self.chunk.decoded, h.event_count
+            ),
+        });
+    }
+
+    /// Loads chunks until one yields an event, or the trace ends.
+    #[inline(never)]
+    fn next_event_slow(&mut self) -> Option<Event> {
         loop {
             if self.active {
                 match self.chunk.next(&mut self.symbols) {
                     Ok(Some(ev)) => return Some(ev),
-                    Ok(None) => {
-                        self.active = false;
-                        self.check_chunk_totals();
-                    }
-                    Err(e) => {
-                        self.active = false;
-                        let h = self.chunk.header;
-                        self.diagnostics.push(Diagnostic {
-                            chunk: Some(h.seq),
-                            offset: self.chunk.offset + CHUNK_HEADER_LEN as u64 + e.offset as u64,
-                            kind: DiagnosticKind::BadChunk,
-                            message: format!(
-                                "chunk {} (offset {}) cannot be decoded at offset {}: expected {}; \
-                                 its remaining events were skipped ({} of {} read)",
-                                h.seq,
-                                self.chunk.offset,
-                                self.chunk.offset + CHUNK_HEADER_LEN as u64 + e.offset as u64,
-                                e.what,
-                                self.chunk.decoded,
-                                h.event_count
-                            ),
-                        });
-                    }
+                    Ok(None) => self.chunk_ended(None),
+                    Err(e) => self.chunk_ended(Some(e)),
                 }
             }
             if self.done {

@@ -7,6 +7,8 @@
 //! chunk start (through a generation number, so resetting costs nothing
 //! per thread), which keeps each chunk decodable on its own.
 
+use std::collections::HashMap;
+
 /// An open CALL seen in the current chunk.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Frame {
@@ -91,32 +93,93 @@ impl ThreadState {
 }
 
 /// The per-thread states of a writer or reader, indexed by thread handle.
+///
+/// Handles are dense in practice, so states live in a vector; but a forged
+/// file may name thread 1 000 000 alone, so the vector grows only within a
+/// constant factor of the number of threads seen, and outliers go to a map.
 #[derive(Debug, Default)]
 pub(crate) struct Threads {
-    states: Vec<ThreadState>,
+    dense: Vec<ThreadState>,
+    /// How many times `dense` grew (each time for a thread not seen before).
+    growths: usize,
+    sparse: HashMap<u32, ThreadState>,
 }
 
+/// Entries `dense` may hold beyond twice the number of threads seen.
+const DENSE_SLACK: usize = 1024;
+
 impl Threads {
-    /// The state of `thread` (below [`crate::wire::MAX_THREAD_REF`]), made
-    /// current for `generation`.
+    /// The state of `thread`, made current for `generation`.
     #[inline]
     pub(crate) fn get(&mut self, thread: u32, generation: u32) -> &mut ThreadState {
         let i = thread as usize;
-        if i >= self.states.len() {
-            self.states.resize_with(i + 1, ThreadState::default);
-        }
-        let s = &mut self.states[i];
+        let s = if i < self.dense.len() {
+            &mut self.dense[i]
+        } else {
+            self.get_slow(thread)
+        };
         s.enter_chunk(generation);
         s
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn get_slow(&mut self, thread: u32) -> &mut ThreadState {
+        let i = thread as usize;
+        if i <= self.growths * 2 + DENSE_SLACK {
+            self.growths += 1;
+            self.dense.resize_with(i + 1, ThreadState::default);
+            &mut self.dense[i]
+        } else {
+            self.sparse.entry(thread).or_default()
+        }
     }
 
     /// Call when the generation counter wraps around, so that no state
     /// from 2^32 chunks ago passes for current.
     pub(crate) fn reset_all(&mut self) {
-        for s in &mut self.states {
+        for s in self.dense.iter_mut().chain(self.sparse.values_mut()) {
             s.generation = 0;
             s.depth = 0;
             s.frames.clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scattered_thread_handles_do_not_grow_the_vector_much() {
+        let mut t = Threads::default();
+        for id in [0u32, 5_000, 999_999, 20_000, 1 << 19] {
+            t.get(id, 1).depth = id;
+        }
+        assert!(t.dense.len() <= DENSE_SLACK + 1);
+        assert_eq!(t.get(999_999, 1).depth, 999_999);
+        assert_eq!(t.get(999_999, 2).depth, 0, "a new chunk starts fresh");
+    }
+
+    #[test]
+    fn prediction_follows_calls_and_returns() {
+        let mut s = ThreadState::default();
+        s.enter_chunk(1);
+        assert_eq!(s.begin_call(1), None);
+        s.end_call(1, 10, 100);
+        assert_eq!(
+            s.begin_call(3),
+            Some(10),
+            "untraced frame at depth 2 in between"
+        );
+        s.end_call(3, 30, 130);
+        // A RETURN at depth 1 unwinds past depth 3 (an exception, say).
+        assert_eq!(
+            s.begin_return(1).map(|f| (f.method, f.time_ns)),
+            Some((10, 100))
+        );
+        s.end_return(1);
+        assert_eq!(s.depth, 0);
+        assert_eq!(s.begin_return(0).map(|f| f.method), None);
     }
 }

@@ -101,16 +101,24 @@ impl<'a> Cursor<'a> {
     /// An unsigned varint of at most 64 bits.
     #[inline]
     pub(crate) fn u64(&mut self) -> Result<u64, Malformed> {
-        match self.buf.get(self.pos) {
-            Some(&b) if b < 0x80 => {
+        // One- and two-byte varints (most handles and deltas) inline.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
                 self.pos += 1;
-                Ok(u64::from(b))
+                return Ok(u64::from(b));
             }
-            _ => self.u64_slow(),
+            if let Some(&b2) = self.buf.get(self.pos + 1) {
+                if b2 < 0x80 {
+                    self.pos += 2;
+                    return Ok(u64::from(b & 0x7f) | (u64::from(b2) << 7));
+                }
+            }
         }
+        self.u64_slow()
     }
 
     #[cold]
+    #[inline(never)]
     fn u64_slow(&mut self) -> Result<u64, Malformed> {
         let start = self.pos;
         let mut v = 0u64;

@@ -42,6 +42,11 @@ pub const MAX_CHUNK_BYTES: usize = 64 << 20;
 /// reader keep per-thread state in a vector indexed by handle, so handles
 /// at or above this bound are refused.
 pub const MAX_THREAD_REF: u32 = 1 << 20;
+/// Largest number of items a decoder reserves room for up front. Counts
+/// read from a file are already bounded by the bytes that follow, but an
+/// item in memory is larger than its encoding; beyond this, vectors grow
+/// only as items are actually decoded.
+pub const PREALLOC_LIMIT: usize = 256;
 /// How deeply `Value::Boxed` may nest (a boxed value is never itself boxed
 /// in Java; the bound keeps the recursive decoder's stack small).
 pub const MAX_VALUE_NESTING: u32 = 8;
@@ -143,7 +148,7 @@ pub fn decode_header_body(body: &[u8], version: u16) -> Result<TraceHeader, Malf
     let pid = c.u32()?;
     let start_unix_ns = c.u64()?;
     let n = c.count(2)?;
-    let mut properties = Vec::with_capacity(n);
+    let mut properties = Vec::with_capacity(n.min(PREALLOC_LIMIT));
     for _ in 0..n {
         let k = c.string()?;
         let v = c.string()?;
@@ -294,7 +299,7 @@ pub fn decode_footer_body(body: &[u8]) -> Result<Vec<ChunkInfo>, Malformed> {
     let mut c = Cursor::new(body, 0);
     // Each entry holds eight varints of at least one byte.
     let n = c.count(8)?;
-    let mut chunks = Vec::with_capacity(n);
+    let mut chunks = Vec::with_capacity(n.min(PREALLOC_LIMIT));
     for _ in 0..n {
         chunks.push(ChunkInfo {
             offset: c.u64()?,

@@ -166,6 +166,11 @@ fn emit_with_deps(
 
 /// Writes a trace: header, then chunks of symbol records and events, then
 /// (on `finish`) the index footer.
+///
+/// Events go to the underlying writer only when a chunk is complete, on
+/// `flush` or on `finish`; dropping the writer without either loses the
+/// chunk being built (the file stays readable). Chunk offsets in the index
+/// count from where the writer started, so give it a fresh file.
 pub struct TraceWriter<W: Write> {
     out: W,
     /// Payload size at which a chunk is closed.
