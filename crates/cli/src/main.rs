@@ -1,1 +1,135 @@
-fn main() {}
+//! `vmview`, the command-line front end: record a JVM with the agent, show
+//! its events, summarise them.
+//!
+//! This crate is deliberately thin. It parses arguments, finds the agent
+//! library, runs Java, draws progress and turns errors into one clear
+//! message with a hint; the trace format, the analyses and the output
+//! formats live in the library crates so other front ends can reuse them.
+
+mod error;
+mod record;
+mod show;
+mod stats;
+mod status;
+mod trace;
+
+use std::io::{self, IsTerminal};
+use std::process::ExitCode;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use crate::error::Hinted;
+
+const ABOUT: &str =
+    "Record what a JVM does (calls with their arguments, exceptions and where they are caught, \
+threads, locks, GC) into a trace file, then show and analyse it.";
+
+const EXAMPLES: &str = "\
+Examples:
+  # Trace the shop.* classes of an application into trace.vmv
+  vmview record --classes 'shop.*' -- java -cp app.jar shop.Main
+
+  # Look at the events, as text or as JSON Lines for jq
+  vmview show trace.vmv | less
+  vmview show trace.vmv --format jsonl | jq 'select(.type == \"THROW\")'
+
+  # An event found with jq, in its context
+  vmview show trace.vmv --around 4242
+
+  # Where the time went, which exceptions, which locks
+  vmview stats trace.vmv";
+
+#[derive(Parser)]
+#[command(name = "vmview", version, about = ABOUT, after_long_help = EXAMPLES, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Record(record::RecordArgs),
+    Show(show::ShowArgs),
+    Stats(stats::StatsArgs),
+}
+
+fn main() -> ExitCode {
+    let matches = match cli_command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => return clap_error(e),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => return clap_error(e),
+    };
+    let result = match cli.command {
+        Command::Record(args) => {
+            let sub = matches
+                .subcommand_matches("record")
+                .expect("record matches");
+            record::run(args, sub)
+        }
+        Command::Show(args) => show::run(&args),
+        Command::Stats(args) => stats::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => report(&e),
+    }
+}
+
+/// The clap command, with the agent options of `vmview record` added from
+/// the options table.
+fn cli_command() -> clap::Command {
+    Cli::command().mut_subcommand("record", record::add_agent_option_args)
+}
+
+/// Prints a usage error. An unknown flag after `record` also lists the
+/// agent options, since that is what the user most likely wanted.
+fn clap_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let code = e.exit_code();
+    let unknown_record_flag = e.kind() == ErrorKind::UnknownArgument
+        && std::env::args().nth(1).as_deref() == Some("record");
+    let _ = e.print();
+    if unknown_record_flag {
+        eprintln!("\n{}", record::known_flags_sentence());
+    }
+    ExitCode::from(u8::try_from(code).unwrap_or(2))
+}
+
+/// Prints an error with its causes and hint; a broken pipe (`vmview show |
+/// head`) is not an error and exits 0 quietly.
+fn report(e: &anyhow::Error) -> ExitCode {
+    if e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    }) {
+        return ExitCode::SUCCESS;
+    }
+    let (red, reset) = if io::stderr().is_terminal() {
+        ("\x1b[1;31m", "\x1b[0m")
+    } else {
+        ("", "")
+    };
+    eprintln!("vmview: {red}error:{reset} {e}");
+    for cause in e.chain().skip(1) {
+        eprintln!("  caused by: {cause}");
+    }
+    if let Some(h) = e.chain().find_map(|c| c.downcast_ref::<Hinted>()) {
+        if let Some(hint) = &h.hint {
+            eprintln!("hint: {hint}");
+        }
+    }
+    ExitCode::FAILURE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        cli_command().debug_assert();
+    }
+}

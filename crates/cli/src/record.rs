@@ -1,0 +1,662 @@
+//! `vmview record`: run a Java command with the vmview agent injected and
+//! report what it recorded.
+//!
+//! The agent is configured by one option string (`file=…,classes=…`). This
+//! module builds it from flags — the dedicated `--classes`, `--exclude`,
+//! `--events`, `-o`, plus one `--NAME VALUE` flag per entry of
+//! `vmview_options::OPTIONS` — and validates it with the same parser the
+//! agent uses, so a typo is reported before Java starts.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context as _;
+use clap::{Arg, ArgAction, ArgMatches, Args};
+use indicatif::{HumanBytes, HumanCount};
+use vmview_format::TraceReader;
+use vmview_options::{AgentOptions, OptionError, OPTIONS};
+
+use crate::error::{hinted, plain};
+
+/// The trace file when no `-o` is given: predictable, in the current directory.
+const DEFAULT_OUTPUT: &str = "trace.vmv";
+/// The agent library's file name.
+const AGENT_LIB: &str = "libvmview_agent.so";
+/// Options with a dedicated flag above; every other entry of `OPTIONS`
+/// becomes `--NAME VALUE`.
+const DEDICATED: &[&str] = &["file", "classes", "exclude", "events"];
+const AGENT_HEADING: &str = "Agent options";
+
+const LONG_ABOUT: &str = "\
+Run a Java command with the vmview agent and record a trace.
+
+Everything after `--` (or from the first argument that is not a vmview \
+option on) is the command, starting with the java executable; \
+vmview inserts -agentpath:libvmview_agent.so=OPTIONS right after it, runs it \
+with the terminal's stdin, stdout and stderr, and exits with the JVM's exit \
+code. The trace goes to trace.vmv in the current directory unless -o says \
+otherwise (%p in the name becomes the JVM's process id, %t its start time).
+
+Method calls are recorded only for the trace classes chosen with --classes; \
+exceptions, threads, locks and GC are recorded without it.
+
+The agent library is found through the VMVIEW_AGENT environment variable, \
+else next to the vmview executable (or one directory up).";
+
+const EXAMPLES: &str = "\
+Examples:
+  # Calls of shop.* with their arguments, exceptions, threads, locks, GC
+  vmview record --classes 'shop.*' -- java -cp classes shop.Main
+
+  # Two packages but not the generated code, calls and exceptions only
+  vmview record --classes 'com.acme.*' --classes 'org.partner.*' \\
+      --exclude 'com.acme.gen.*' --events calls,exceptions -o run-%p.vmv -- java -jar app.jar
+
+  # Long strings kept whole, every exception in the JVM
+  vmview record --classes 'shop.*' --strings 4096 --exceptions all -- java -cp classes shop.Main";
+
+#[derive(Args)]
+#[command(
+    about = "Run a Java command under the vmview agent and record a trace",
+    override_usage = "vmview record [OPTIONS] -- java [JAVA_OPTIONS] MAIN_CLASS|-jar JAR [ARGS]...",
+    long_about = LONG_ABOUT,
+    after_long_help = EXAMPLES
+)]
+pub struct RecordArgs {
+    /// Trace the methods of classes matching GLOB (repeatable, or comma-separated):
+    /// com.acme.* (a package and its subpackages), shop.Inventory (one class),
+    /// * and ? wildcards.
+    #[arg(long, value_name = "GLOB", help_heading = AGENT_HEADING)]
+    classes: Vec<String>,
+    /// Never trace classes matching GLOB, even when --classes matches them (repeatable).
+    #[arg(long, value_name = "GLOB", help_heading = AGENT_HEADING)]
+    exclude: Vec<String>,
+    /// Events to record, comma- or '+'-separated: calls, exceptions, threads,
+    /// classes, locks, gc, all [default: calls,exceptions,threads,locks,gc].
+    #[arg(long, value_name = "LIST", help_heading = AGENT_HEADING)]
+    events: Option<String>,
+    /// Trace file to write; %p = the JVM's process id, %t = its start time.
+    #[arg(short = 'o', long = "output", visible_alias = "file", value_name = "FILE", default_value = DEFAULT_OUTPUT, help_heading = AGENT_HEADING)]
+    output: String,
+    /// The Java command: the java executable, its options, the main class or
+    /// -jar and the program's arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "JAVA_COMMAND")]
+    command: Vec<OsString>,
+}
+
+/// Adds a `--NAME VALUE` flag for every agent option without a dedicated one.
+pub fn add_agent_option_args(mut cmd: clap::Command) -> clap::Command {
+    for spec in OPTIONS.iter().filter(|o| !DEDICATED.contains(&o.name)) {
+        let mut help = capitalized(spec.help);
+        if let Some(d) = spec.default {
+            help.push_str(&format!(" [default: {d}]"));
+        }
+        let mut arg = Arg::new(spec.name)
+            .long(spec.name)
+            .help(help)
+            .help_heading(AGENT_HEADING);
+        arg = match spec.value {
+            Some(v) => arg.value_name(v).action(ArgAction::Set),
+            // A flag: `--quiet`, or `--quiet=false`.
+            None => arg
+                .num_args(0..=1)
+                .require_equals(true)
+                .default_missing_value("true")
+                .value_name("BOOL")
+                .action(ArgAction::Set),
+        };
+        cmd = cmd.arg(arg);
+    }
+    cmd
+}
+
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(first) => first.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// One sentence listing every flag that sets an agent option.
+pub fn known_flags_sentence() -> String {
+    let mut flags = vec![
+        "--classes GLOB".to_string(),
+        "--exclude GLOB".to_string(),
+        "--events LIST".to_string(),
+        "-o/--file FILE".to_string(),
+    ];
+    for spec in OPTIONS.iter().filter(|o| !DEDICATED.contains(&o.name)) {
+        flags.push(match spec.value {
+            Some(v) => format!("--{} {v}", spec.name),
+            None => format!("--{}", spec.name),
+        });
+    }
+    format!(
+        "vmview record sets agent options with: {}. See `vmview record --help`.",
+        flags.join(", ")
+    )
+}
+
+pub fn run(args: RecordArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
+    let option_string = agent_option_string(&args, matches)?;
+    let parsed = AgentOptions::parse(&option_string).map_err(|e| option_error(&e))?;
+    if args.classes.is_empty() && parsed.events.contains(vmview_options::EventGroup::Calls) {
+        eprintln!(
+            "vmview: note: no --classes given, so no method calls are recorded \
+             (trace your code with e.g. --classes 'com.acme.*')"
+        );
+    }
+    check_output_dir(&args.output)?;
+    let agent = find_agent()?;
+    let (program, rest) = args.command.split_first().expect("clap requires a command");
+
+    let mut java = Command::new(program);
+    java.arg(format!("-agentpath:{}={}", agent.display(), option_string))
+        .args(rest);
+    let output_pattern = args.output.clone();
+    let before = written_at(Path::new(&output_pattern));
+    let started = SystemTime::now();
+    let mut child = java.spawn().map_err(|e| spawn_error(program, e))?;
+    let pid = child.id();
+
+    let status = wait(&mut child, &output_pattern, pid, before)?;
+    let code = exit_code(status);
+
+    let trace = resolve_output(&output_pattern, pid, started);
+    let fresh = trace
+        .as_deref()
+        .and_then(written_at)
+        .is_some_and(|t| before.is_none_or(|b| t > b) || t >= started);
+    match trace.filter(|_| fresh) {
+        Some(path) => match probe(&path) {
+            Some((events, bytes)) => {
+                eprintln!("vmview: wrote {events} events ({bytes} bytes) to {}", path.display())
+            }
+            None => eprintln!(
+                "vmview: warning: {} holds no complete chunk yet; `vmview show` will say what it can read",
+                path.display()
+            ),
+        },
+        None if !status.success() && started.elapsed().unwrap_or_default() < Duration::from_secs(10) => {
+            crate::report(&hinted(
+                format!(
+                    "the JVM exited with {} before the vmview agent wrote {}: the agent probably failed to load",
+                    describe_status(status),
+                    output_pattern
+                ),
+                "see the JVM's message above; a bad agent library or option is named there",
+            ));
+        }
+        None => eprintln!("vmview: warning: no trace was written to {output_pattern}"),
+    }
+    Ok(ExitCode::from(code))
+}
+
+/// `file=…,classes=…,…` from the flags. List flags may be repeated or
+/// comma-separated; their items are joined with `+`, the option language's
+/// list separator.
+fn agent_option_string(args: &RecordArgs, matches: &ArgMatches) -> anyhow::Result<String> {
+    let mut parts: Vec<String> = Vec::new();
+    let mut push = |name: &str, flag: &str, value: &str| -> anyhow::Result<()> {
+        if value.contains(',') {
+            return Err(hinted(
+                format!("{flag} '{value}': an agent option value cannot contain ','"),
+                "',' separates agent options; choose a value without one",
+            ));
+        }
+        parts.push(format!("{name}={value}"));
+        Ok(())
+    };
+    push("file", "-o/--file", &args.output)?;
+    let list = |values: &[String]| -> String {
+        values
+            .iter()
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("+")
+    };
+    if !args.classes.is_empty() {
+        push("classes", "--classes", &list(&args.classes))?;
+    }
+    if !args.exclude.is_empty() {
+        push("exclude", "--exclude", &list(&args.exclude))?;
+    }
+    if let Some(events) = &args.events {
+        push("events", "--events", &list(std::slice::from_ref(events)))?;
+    }
+    for spec in OPTIONS.iter().filter(|o| !DEDICATED.contains(&o.name)) {
+        if let Some(v) = matches.get_one::<String>(spec.name) {
+            push(spec.name, &format!("--{}", spec.name), v)?;
+        }
+    }
+    Ok(parts.join(","))
+}
+
+/// The agent parser's complaint, in terms of the flag the user typed.
+fn option_error(e: &OptionError) -> anyhow::Error {
+    let flag = |name: &str| match name {
+        "file" => "-o/--file".to_string(),
+        n => format!("--{n}"),
+    };
+    match e {
+        OptionError::Invalid { option, message } => hinted(
+            format!("invalid {}: {message}", flag(option)),
+            "see `vmview record --help` for the values each option takes",
+        ),
+        OptionError::Unknown { name, .. } => plain(format!("invalid {}: {e}", flag(name))),
+    }
+}
+
+/// Where the agent library is: `$VMVIEW_AGENT`, else next to this
+/// executable, else one directory up (test binaries live in `deps/`).
+fn find_agent() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("VMVIEW_AGENT") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(std::path::absolute(&p).unwrap_or(p))
+        } else {
+            Err(hinted(
+                format!(
+                    "VMVIEW_AGENT is set to {}, which is not a file",
+                    p.display()
+                ),
+                format!("point it at {AGENT_LIB}, or unset it to use the one next to vmview"),
+            ))
+        };
+    }
+    let exe = std::env::current_exe().context("cannot find the vmview executable's path")?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let candidates = [dir.join(AGENT_LIB), dir.join("..").join(AGENT_LIB)];
+    for c in &candidates {
+        if c.is_file() {
+            return Ok(c.canonicalize().unwrap_or_else(|_| c.clone()));
+        }
+    }
+    Err(hinted(
+        format!(
+            "the vmview agent library was not found (looked for {} and {})",
+            candidates[0].display(),
+            candidates[1].display()
+        ),
+        "build it with `cargo build` (it builds the agent next to vmview), or set VMVIEW_AGENT to its path",
+    ))
+}
+
+/// The agent cannot create the trace in a missing directory, and would
+/// only say so from inside the JVM: say it first.
+fn check_output_dir(pattern: &str) -> anyhow::Result<()> {
+    let (prefix, _) = split_at_time(pattern, 0);
+    let dir = match Path::new(&prefix).parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => return Ok(()),
+    };
+    if dir.is_dir() {
+        Ok(())
+    } else {
+        Err(hinted(
+            format!(
+                "cannot write the trace to {pattern}: directory {} does not exist",
+                dir.display()
+            ),
+            format!(
+                "create it (mkdir -p {}) or choose another -o",
+                dir.display()
+            ),
+        ))
+    }
+}
+
+fn spawn_error(program: &OsString, e: io::Error) -> anyhow::Error {
+    let name = program.to_string_lossy();
+    if e.kind() == io::ErrorKind::NotFound {
+        let where_ = if name.contains('/') { "" } else { " on PATH" };
+        hinted(
+            format!("cannot run '{name}': not found{where_}"),
+            "install a JDK or pass the full path of its java executable",
+        )
+    } else {
+        anyhow::Error::new(e).context(format!("cannot run '{name}'"))
+    }
+}
+
+/// Waits for the JVM. On a terminal, a status line shows the events and
+/// bytes written so far (the growing file's chunk index, read every 250 ms).
+///
+/// Ctrl-C reaches the JVM too (same process group), which then shuts down
+/// and finishes its trace: vmview keeps waiting, to report the trace and
+/// pass on the exit code. A second Ctrl-C quits at once (status 130), and
+/// so does SIGTERM (143), leaving the terminal tidy.
+fn wait(
+    child: &mut std::process::Child,
+    pattern: &str,
+    pid: u32,
+    before: Option<SystemTime>,
+) -> anyhow::Result<ExitStatus> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let terminate = Arc::new(AtomicBool::new(false));
+    let _ = signal_hook::flag::register(SIGINT, Arc::clone(&interrupt));
+    let _ = signal_hook::flag::register(SIGTERM, Arc::clone(&terminate));
+
+    let mut status_line = crate::status::StatusLine::start();
+    let path = expand_pid(pattern, pid);
+    let shown = path
+        .as_ref()
+        .map_or_else(|| pattern.to_string(), |p| p.display().to_string());
+    let mut interrupted = false;
+    let mut last_probe: Option<Instant> = None;
+    loop {
+        if let Some(status) = child.try_wait().context("waiting for the JVM")? {
+            return Ok(status);
+        }
+        if terminate.load(Ordering::Relaxed) {
+            drop(status_line);
+            std::process::exit(143);
+        }
+        if interrupt.swap(false, Ordering::Relaxed) {
+            if interrupted {
+                drop(status_line);
+                std::process::exit(130);
+            }
+            interrupted = true;
+            last_probe = None;
+        }
+        if let Some(line) = status_line.as_mut() {
+            if last_probe.is_none_or(|t| t.elapsed() >= Duration::from_millis(250)) {
+                last_probe = Some(Instant::now());
+                // A trace left by an earlier run is not progress.
+                let fresh = path
+                    .as_deref()
+                    .filter(|p| written_at(p).is_some_and(|t| before.is_none_or(|b| t > b)));
+                let progress = match fresh.and_then(probe) {
+                    Some((events, bytes)) => {
+                        format!("{} events, {}", HumanCount(events), HumanBytes(bytes))
+                    }
+                    None => "starting".to_string(),
+                };
+                let note = if interrupted {
+                    " (interrupted: waiting for the JVM to finish the trace; Ctrl-C again to quit)"
+                } else {
+                    ""
+                };
+                line.draw(&format!("vmview: recording {shown}: {progress}{note}"));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Events and bytes in a trace, from its chunk index; `None` while the file
+/// has no readable header.
+fn probe(path: &Path) -> Option<(u64, u64)> {
+    let bytes = std::fs::metadata(path).ok()?.len();
+    let mut reader = TraceReader::open(path).ok()?;
+    let events = reader.index().ok()?.event_count();
+    Some((events, bytes))
+}
+
+fn written_at(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// The JVM's exit code, or 128 + signal when a signal ended it (as shells do).
+fn exit_code(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(sig)) => (128 + sig) as u8,
+        (None, None) => 1,
+    }
+}
+
+fn describe_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("status {c}"),
+        (None, Some(sig)) => format!("signal {sig}"),
+        (None, None) => "an unknown status".to_string(),
+    }
+}
+
+/// The pattern with `%p` and `%%` expanded; `None` when it holds `%t`,
+/// whose exact value only the agent knows.
+fn expand_pid(pattern: &str, pid: u32) -> Option<PathBuf> {
+    let (prefix, suffix) = split_at_time(pattern, pid);
+    match suffix {
+        None => Some(PathBuf::from(prefix)),
+        Some(_) => None,
+    }
+}
+
+/// Expands `%p` and `%%`; splits at the first `%t` (prefix, Some(rest)).
+fn split_at_time(pattern: &str, pid: u32) -> (String, Option<String>) {
+    let mut out = String::new();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('p') => out.push_str(&pid.to_string()),
+            Some('%') => out.push('%'),
+            Some('t') => {
+                let rest = split_at_time(chars.as_str(), pid);
+                let rest = rest.0 + &rest.1.map(|r| format!("%t{r}")).unwrap_or_default();
+                return (out, Some(rest));
+            }
+            Some(x) => {
+                out.push('%');
+                out.push(x);
+            }
+            None => out.push('%'),
+        }
+    }
+    (out, None)
+}
+
+/// The file the agent wrote for `pattern`: `%p` is the child's pid; for
+/// `%t` (a `YYYYMMDD-HHMMSS` time) the newest matching file written since
+/// the JVM started.
+fn resolve_output(pattern: &str, pid: u32, started: SystemTime) -> Option<PathBuf> {
+    let (prefix, rest) = split_at_time(pattern, pid);
+    let Some(rest) = rest else {
+        return Some(PathBuf::from(prefix));
+    };
+    let full = format!("{prefix}\u{0}{rest}");
+    let full = Path::new(&full);
+    let dir = full
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = full.file_name()?.to_str()?;
+    let (before, after) = name.split_once('\u{0}')?;
+    let after = after.replace("%t", "\u{0}");
+    let mut best: Option<(SystemTime, PathBuf)> = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let file_name = entry.file_name();
+        let Some(n) = file_name.to_str() else {
+            continue;
+        };
+        if !time_pattern_matches(n, before, &after) {
+            continue;
+        }
+        let Some(t) = written_at(&entry.path()) else {
+            continue;
+        };
+        // Written since the JVM started (allowing for coarse file times).
+        let recent = match t.duration_since(started) {
+            Ok(_) => true,
+            Err(e) => e.duration() < Duration::from_secs(2),
+        };
+        if recent && best.as_ref().is_none_or(|(bt, _)| t > *bt) {
+            best = Some((t, entry.path()));
+        }
+    }
+    best.map(|(_, p)| p)
+}
+
+/// Whether `name` is `before` + a `%t` time + `after`, where `after` may hold
+/// further `%t` times marked by NUL.
+fn time_pattern_matches(name: &str, before: &str, after: &str) -> bool {
+    let Some(rest) = name.strip_prefix(before) else {
+        return false;
+    };
+    let is_time = |s: &str| {
+        s.len() == 15
+            && s.bytes().enumerate().all(|(i, b)| {
+                if i == 8 {
+                    b == b'-'
+                } else {
+                    b.is_ascii_digit()
+                }
+            })
+    };
+    if rest.len() < 15 || !rest.is_char_boundary(15) || !is_time(&rest[..15]) {
+        return false;
+    }
+    let rest = &rest[15..];
+    match after.split_once('\u{0}') {
+        None => rest == after,
+        Some((mid, tail)) => rest
+            .strip_prefix(mid)
+            .is_some_and(|r| time_pattern_matches(r, "", tail)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::FromArgMatches;
+
+    /// The agent option string `vmview ARGS` would pass.
+    fn option_string(args: &[&str]) -> anyhow::Result<String> {
+        let m = crate::cli_command().try_get_matches_from(args)?;
+        let sub = m.subcommand_matches("record").expect("record");
+        let a = RecordArgs::from_arg_matches(sub)?;
+        let s = agent_option_string(&a, sub)?;
+        AgentOptions::parse(&s).map_err(|e| option_error(&e))?;
+        Ok(s)
+    }
+
+    #[test]
+    fn flags_become_one_agent_option_string() {
+        let s = option_string(&[
+            "vmview",
+            "record",
+            "--classes",
+            "shop.*",
+            "--classes",
+            "com.acme.*,org.x.Y",
+            "--exclude",
+            "shop.gen.*",
+            "--events",
+            "calls,exceptions",
+            "--strings",
+            "10",
+            "--quiet",
+            "-o",
+            "out-%p.vmv",
+            "--",
+            "java",
+            "-version",
+        ])
+        .unwrap();
+        assert_eq!(
+            s,
+            "file=out-%p.vmv,classes=shop.*+com.acme.*+org.x.Y,exclude=shop.gen.*,events=calls+exceptions,strings=10,quiet=true"
+        );
+        assert_eq!(
+            option_string(&["vmview", "record", "java"]).unwrap(),
+            "file=trace.vmv"
+        );
+        assert_eq!(
+            option_string(&[
+                "vmview", "record", "--file", "a.vmv", "--flush", "100ms", "java", "-cp", "x"
+            ])
+            .unwrap(),
+            "file=a.vmv,flush=100ms"
+        );
+    }
+
+    #[test]
+    fn a_bad_value_names_the_flag() {
+        let e =
+            option_string(&["vmview", "record", "--strings", "lots", "--", "java"]).unwrap_err();
+        assert!(e.to_string().starts_with("invalid --strings:"), "{e}");
+        let e = option_string(&[
+            "vmview",
+            "record",
+            "--events",
+            "calls,nonsense",
+            "--",
+            "java",
+        ])
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("--events") && e.to_string().contains("nonsense"),
+            "{e}"
+        );
+        let e = option_string(&["vmview", "record", "--buffer", "1,2", "--", "java"]).unwrap_err();
+        assert!(e.to_string().contains("cannot contain ','"), "{e}");
+    }
+
+    #[test]
+    fn unknown_flags_and_a_missing_command_are_usage_errors() {
+        assert!(option_string(&["vmview", "record", "--evnts", "calls", "--", "java"]).is_err());
+        assert!(option_string(&["vmview", "record", "--classes", "x"]).is_err());
+    }
+
+    #[test]
+    fn pid_and_percent_expand_and_time_splits() {
+        assert_eq!(
+            split_at_time("t-%p.vmv", 42),
+            ("t-42.vmv".to_string(), None)
+        );
+        assert_eq!(split_at_time("100%%-%p", 7), ("100%-7".to_string(), None));
+        assert_eq!(
+            split_at_time("run-%p-%t.vmv", 9),
+            ("run-9-".to_string(), Some(".vmv".to_string()))
+        );
+        assert_eq!(expand_pid("a-%t", 1), None);
+    }
+
+    #[test]
+    fn time_placeholder_matches_only_a_start_time() {
+        assert!(time_pattern_matches(
+            "run-20261129-192114.vmv",
+            "run-",
+            ".vmv"
+        ));
+        assert!(!time_pattern_matches(
+            "run-2026112-192114x.vmv",
+            "run-",
+            ".vmv"
+        ));
+        assert!(!time_pattern_matches(
+            "run-20261129-192114.vmv.bak",
+            "run-",
+            ".vmv"
+        ));
+        assert!(time_pattern_matches(
+            "a20261129-192114b20261129-192115c",
+            "a",
+            "b\u{0}c"
+        ));
+    }
+
+    #[test]
+    fn exit_code_of_a_signal_is_128_plus_it() {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(exit_code(ExitStatus::from_raw(9)), 137);
+        assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
+    }
+}
