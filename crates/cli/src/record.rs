@@ -258,7 +258,7 @@ fn option_error(e: &OptionError) -> anyhow::Error {
 /// Where the agent library is: `$VMVIEW_AGENT`, else next to this
 /// executable, else one directory up (test binaries live in `deps/`).
 fn find_agent() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os("VMVIEW_AGENT") {
+    if let Some(p) = std::env::var_os("VMVIEW_AGENT").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(p);
         return if p.is_file() {
             Ok(std::path::absolute(&p).unwrap_or(p))

@@ -124,7 +124,7 @@ pub fn run(args: &StatsArgs) -> anyhow::Result<ExitCode> {
 
 fn render_text(args: &StatsArgs, s: &TraceStats, f: &FileFacts) -> String {
     let mut o = String::new();
-    let mut kv = |k: &str, v: String| o.push_str(&format!("{k:<10}{v}\n"));
+    let mut kv = |k: &str, v: String| o.push_str(&format!("{k:<15}{v}\n"));
     kv(
         "trace",
         format!(

@@ -69,6 +69,7 @@
 //! `type` to tell them apart. Where the declared type is `java.lang.Object`
 //! the string alone cannot say whether it was a String or a reference.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
 use serde::Serialize;
@@ -119,7 +120,7 @@ struct WireEvent<'a> {
     time_ns: u64,
     #[serde(rename = "type")]
     kind: &'static str,
-    thread: String,
+    thread: Cow<'a, str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     exception: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -201,7 +202,10 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
         id: ev.id,
         time_ns: ev.time_ns,
         kind: ev.kind.type_name(),
-        thread: syms.thread_name(ev.thread),
+        thread: match syms.thread(ev.thread) {
+            Some(t) => Cow::Borrowed(syms.string(t.name)),
+            None => Cow::Owned(syms.thread_name(ev.thread)),
+        },
         ..WireEvent::default()
     };
     let set_method = |w: &mut WireEvent<'a>, id: MethodId| {
