@@ -1,0 +1,114 @@
+//! The probe calling protocol: which static methods the rewritten code
+//! calls, with which arguments, in which order.
+//!
+//! The names and descriptors here are the contract with the agent, which
+//! defines the probe class (on the boot class path, so every class can see
+//! it) and implements these methods, natively or in Java. They are exposed
+//! so that the agent can register its natives from the same table the
+//! rewriter emits calls to.
+//!
+//! Per call of an instrumented method, on the calling thread:
+//!
+//! 1. With [`HookConfig::capture_args`](crate::HookConfig::capture_args),
+//!    one `arg*` call per declared parameter, in declaration order (the
+//!    receiver is not passed). These only buffer the values.
+//! 2. [`ENTER`]`(id)`: the call begins; it takes the arguments buffered by
+//!    step 1 (none if capture is off, or if the method's
+//!    [`InstrumentedMethod::args_captured`](crate::InstrumentedMethod::args_captured)
+//!    is false).
+//! 3. Exactly one of: an `exit*` call when a `*return` instruction is about
+//!    to run, or [`EXIT_THROW`]`(throwable, id)` when an exception unwinds
+//!    out of the method. Exit hooks take the value first and the id last,
+//!    because that is the order the stack already holds them in.
+//!
+//! In constructors, steps 1 and 2 happen once the `super(...)` or
+//! `this(...)` call has returned, so a delegating constructor reports its
+//! entry after the one it delegated to has exited. Code before that point
+//! (argument computation for the super call) is not covered: an exception
+//! there produces neither `enter` nor `exitThrow`.
+//!
+//! Ids are whatever the caller's `next_method_id` returned, passed as a
+//! Java `int` (the `u32` bit pattern).
+
+/// A static method of the probe class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProbeMethod {
+    /// Method name.
+    pub name: &'static str,
+    /// JVM method descriptor.
+    pub descriptor: &'static str,
+}
+
+const fn m(name: &'static str, descriptor: &'static str) -> ProbeMethod {
+    ProbeMethod { name, descriptor }
+}
+
+/// `enter(int id)`: the method with this id has been entered.
+pub const ENTER: ProbeMethod = m("enter", "(I)V");
+/// Buffers a `boolean` argument.
+pub const ARG_BOOLEAN: ProbeMethod = m("argBoolean", "(Z)V");
+/// Buffers a `byte` argument.
+pub const ARG_BYTE: ProbeMethod = m("argByte", "(B)V");
+/// Buffers a `char` argument.
+pub const ARG_CHAR: ProbeMethod = m("argChar", "(C)V");
+/// Buffers a `short` argument.
+pub const ARG_SHORT: ProbeMethod = m("argShort", "(S)V");
+/// Buffers an `int` argument.
+pub const ARG_INT: ProbeMethod = m("argInt", "(I)V");
+/// Buffers a `long` argument.
+pub const ARG_LONG: ProbeMethod = m("argLong", "(J)V");
+/// Buffers a `float` argument.
+pub const ARG_FLOAT: ProbeMethod = m("argFloat", "(F)V");
+/// Buffers a `double` argument.
+pub const ARG_DOUBLE: ProbeMethod = m("argDouble", "(D)V");
+/// Buffers a reference argument (object, array or null).
+pub const ARG_OBJECT: ProbeMethod = m("argObject", "(Ljava/lang/Object;)V");
+/// `exit(int id)`: normal return without a captured value (void methods,
+/// or `capture_return` off).
+pub const EXIT: ProbeMethod = m("exit", "(I)V");
+/// Normal return of a `boolean`.
+pub const EXIT_BOOLEAN: ProbeMethod = m("exitBoolean", "(ZI)V");
+/// Normal return of a `byte`.
+pub const EXIT_BYTE: ProbeMethod = m("exitByte", "(BI)V");
+/// Normal return of a `char`.
+pub const EXIT_CHAR: ProbeMethod = m("exitChar", "(CI)V");
+/// Normal return of a `short`.
+pub const EXIT_SHORT: ProbeMethod = m("exitShort", "(SI)V");
+/// Normal return of an `int`.
+pub const EXIT_INT: ProbeMethod = m("exitInt", "(II)V");
+/// Normal return of a `long`.
+pub const EXIT_LONG: ProbeMethod = m("exitLong", "(JI)V");
+/// Normal return of a `float`.
+pub const EXIT_FLOAT: ProbeMethod = m("exitFloat", "(FI)V");
+/// Normal return of a `double`.
+pub const EXIT_DOUBLE: ProbeMethod = m("exitDouble", "(DI)V");
+/// Normal return of a reference.
+pub const EXIT_OBJECT: ProbeMethod = m("exitObject", "(Ljava/lang/Object;I)V");
+/// `exitThrow(Throwable t, int id)`: `t` unwinds out of the method; the
+/// rewritten code rethrows it when the probe returns.
+pub const EXIT_THROW: ProbeMethod = m("exitThrow", "(Ljava/lang/Throwable;I)V");
+
+/// Every probe method the rewriter may call.
+pub const ALL: [ProbeMethod; 21] = [
+    ENTER,
+    ARG_BOOLEAN,
+    ARG_BYTE,
+    ARG_CHAR,
+    ARG_SHORT,
+    ARG_INT,
+    ARG_LONG,
+    ARG_FLOAT,
+    ARG_DOUBLE,
+    ARG_OBJECT,
+    EXIT,
+    EXIT_BOOLEAN,
+    EXIT_BYTE,
+    EXIT_CHAR,
+    EXIT_SHORT,
+    EXIT_INT,
+    EXIT_LONG,
+    EXIT_FLOAT,
+    EXIT_DOUBLE,
+    EXIT_OBJECT,
+    EXIT_THROW,
+];
