@@ -117,7 +117,8 @@ fn exception_thrown_inside_the_jdk_and_swallowed_by_a_trace_class_is_visible() {
         .iter()
         .find(|e| e["type"] == "THROW" && e["exception"] == "java.lang.NumberFormatException")
         .expect("THROW of the NumberFormatException from Integer.parseInt");
-    assert_eq!(throw["class"], "java.lang.NumberFormatException", "thrown by the JDK: {throw}");
+    assert_eq!(throw["class"], "java.lang.Integer", "thrown by the JDK: {throw}");
+    assert_eq!(throw["method"], "parseInt");
     assert_eq!(throw["catch_class"], "fx.Exceptions");
     assert_eq!(throw["catch_method"], "parse");
     assert_eq!(throw["message"], "For input string: \"nope\"");
