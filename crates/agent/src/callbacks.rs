@@ -63,10 +63,16 @@ unsafe extern "C" fn vm_init(_env: Env, jni: JniEnv, thread: sys::jthread) {
         // The JVM itself posts THREAD_START for the main thread right after.
         agent.start_recording(jni);
         if agent.options.events.contains(EventGroup::Classes) {
-            report_loaded_classes(agent, jni, thread);
+            // One reference per loaded class arrives at once.
+            jni.with_local_frame(MAX_JNI_LOCAL_CAPACITY, || {
+                report_loaded_classes(agent, jni, thread)
+            });
         }
     });
 }
+
+/// HotSpot's default `-XX:MaxJNILocalCapacity`: the most a frame may plan for.
+const MAX_JNI_LOCAL_CAPACITY: i32 = 65_536;
 
 /// CLASS_LOAD for every class prepared before recording began.
 fn report_loaded_classes(agent: &Agent, jni: Jni, thread: sys::jthread) {

@@ -520,6 +520,19 @@ impl Jni {
         );
     }
 
+    /// Runs `f` in a new local reference frame planned for `capacity`
+    /// references, all of which are freed afterwards. For work that
+    /// creates many references at once (`GetLoadedClasses`), which
+    /// `-Xcheck:jni` would otherwise report as over capacity.
+    pub fn with_local_frame<R>(self, capacity: i32, f: impl FnOnce() -> R) -> R {
+        let pushed = jni!(self.0, PushLocalFrame, capacity) == Some(sys::JNI_OK);
+        let r = f();
+        if pushed {
+            jni!(self.0, PopLocalFrame, ptr::null_mut());
+        }
+        r
+    }
+
     pub fn delete_local_ref(self, r: sys::jobject) {
         if !r.is_null() {
             jni!(self.0, DeleteLocalRef, r);

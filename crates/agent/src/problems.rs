@@ -100,8 +100,8 @@ impl Problems {
         let mut out = Vec::new();
         if dropped > 0 {
             out.push(format!(
-                "{dropped} events dropped: more than buffer={} MiB waited to be written (raise buffer= or trace fewer classes)",
-                budget >> 20
+                "{dropped} events dropped: more than buffer={} waited to be written (raise buffer= or trace fewer classes)",
+                size_name(budget)
             ));
         }
         self.writer.line("trace write errors", &mut out);
@@ -112,5 +112,15 @@ impl Problems {
             out.push(format!("{r} nested callbacks skipped"));
         }
         out
+    }
+}
+
+/// A byte count as an option value: `64m`, `512k`, `1000`.
+fn size_name(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}g", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}m", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}k", b >> 10),
+        b => b.to_string(),
     }
 }

@@ -133,7 +133,6 @@ unsafe extern "C" fn method_exit(
     return_value: sys::jvalue,
 ) {
     agent::guard("MethodExit", || {
-        let time = clock::now_ns();
         let Some(agent) = agent::live() else { return };
         // SAFETY: the JVM passes this thread's JNIEnv.
         let jni = unsafe { Jni::new(jni) };
@@ -153,6 +152,7 @@ unsafe extern "C" fn method_exit(
         if !info.traced {
             return;
         }
+        let time = clock::now_ns();
         let id = info.symbol(agent, jni, method);
         let outcome = match (&returned, info.ret) {
             _ if was_popped_by_exception != 0 => None,
