@@ -34,6 +34,7 @@ pub(crate) struct ChunkDecoder {
     pub decoded: u32,
     pub first_id: Option<u64>,
     pub last_id: Option<u64>,
+    error: Option<Malformed>,
 }
 
 impl ChunkDecoder {
@@ -53,12 +54,31 @@ impl ChunkDecoder {
         self.decoded = 0;
         self.first_id = None;
         self.last_id = None;
+        self.error = None;
     }
 
     /// The next event, after adding the symbol records before it to
-    /// `symbols`; `None` at the end of the payload.
+    /// `symbols`; `None` at the end of the payload or at damage, in which
+    /// case `take_error` says what was wrong. (An `Option` rather than a
+    /// `Result` so the event can travel to the caller without reshuffling.)
     #[inline]
-    pub(crate) fn next(&mut self, symbols: &mut SymbolTable) -> Result<Option<Event>, Malformed> {
+    pub(crate) fn next(&mut self, symbols: &mut SymbolTable) -> Option<Event> {
+        match self.decode(symbols) {
+            Ok(ev) => ev,
+            Err(e) => {
+                self.error = Some(e);
+                None
+            }
+        }
+    }
+
+    /// Why the last `next` returned `None`: `None` for the end of the payload.
+    pub(crate) fn take_error(&mut self) -> Option<Malformed> {
+        self.error.take()
+    }
+
+    #[inline(always)]
+    fn decode(&mut self, symbols: &mut SymbolTable) -> Result<Option<Event>, Malformed> {
         loop {
             let mut c = Cursor::new(&self.payload, self.pos);
             if c.at_end() {

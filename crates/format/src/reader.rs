@@ -230,11 +230,11 @@ impl<R: Read + Seek> TraceReader<R> {
         // The hot path, small enough to inline into the caller's loop so
         // that the event is built where the caller keeps it.
         if self.active {
-            match self.chunk.next(&mut self.symbols) {
-                Ok(Some(ev)) => return Some(ev),
-                Ok(None) => self.chunk_ended(None),
-                Err(e) => self.chunk_ended(Some(e)),
+            if let Some(ev) = self.chunk.next(&mut self.symbols) {
+                return Some(ev);
             }
+            let error = self.chunk.take_error();
+            self.chunk_ended(error);
         }
         self.next_event_slow()
     }
@@ -266,11 +266,11 @@ impl<R: Read + Seek> TraceReader<R> {
     fn next_event_slow(&mut self) -> Option<Event> {
         loop {
             if self.active {
-                match self.chunk.next(&mut self.symbols) {
-                    Ok(Some(ev)) => return Some(ev),
-                    Ok(None) => self.chunk_ended(None),
-                    Err(e) => self.chunk_ended(Some(e)),
+                if let Some(ev) = self.chunk.next(&mut self.symbols) {
+                    return Some(ev);
                 }
+                let error = self.chunk.take_error();
+                self.chunk_ended(error);
             }
             if self.done {
                 return None;

@@ -227,3 +227,20 @@ fn flush_with_nothing_new_writes_no_empty_chunk() {
     let bytes = w.finish().expect("finish");
     assert_eq!(read(&bytes).0.len(), 1);
 }
+
+#[test]
+fn a_trace_file_on_disk_reads_with_seeks() {
+    let (events, bytes) = multi_chunk(3_000, 2_000);
+    let path = std::env::temp_dir().join(format!("vmview-format-test-{}.vmv", std::process::id()));
+    std::fs::write(&path, &bytes).expect("temp file");
+    let mut r = TraceReader::open(&path).expect("open");
+    let index = r.index().expect("index").clone();
+    let last = index.chunks.last().expect("chunks").clone();
+    r.seek_to_chunk(&last).expect("seek");
+    let tail: Vec<Event> = r.by_ref().collect();
+    assert_eq!(tail.len(), last.event_count as usize);
+    r.seek_to_event(events[10].id).expect("seek");
+    assert_eq!(r.next_event().as_ref(), Some(&events[0]));
+    assert_eq!(r.diagnostics(), &[]);
+    std::fs::remove_file(&path).ok();
+}
