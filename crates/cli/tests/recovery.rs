@@ -5,7 +5,7 @@ use crate::support::*;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Starts `fx.Loop` under the agent (no `vmview record` in between, so the
 /// JVM itself can be killed) and returns the child and the trace path.
