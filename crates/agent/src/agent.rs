@@ -24,7 +24,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 use vmview_format::TraceHeader;
-use vmview_options::{expand_file_pattern, AgentOptions, CivilTime, EventGroup};
+use vmview_options::{expand_file_pattern, AgentOptions, CivilTime, EventGroup, ExceptionScope};
 
 const LOADED: u8 = 0;
 const LIVE: u8 = 1;
@@ -199,29 +199,59 @@ fn format_version(v: i32) -> String {
     format!("{major}.{minor}")
 }
 
-/// Only what `events=` needs: some capabilities slow the JVM down just by
+/// Which JVMTI event families the options call for. Without trace
+/// classes there is no call to record and no "traced" exception: the
+/// expensive events (interpreter-only mode, deoptimising throws) stay off.
+struct Plan {
+    calls: bool,
+    exceptions: bool,
+    /// Exception events are needed for THROW, and for calls to name the
+    /// exception that unwound a traced method.
+    exception_events: bool,
+    locks: bool,
+    gc: bool,
+    classes: bool,
+}
+
+impl Plan {
+    fn new(o: &AgentOptions) -> Plan {
+        let has_classes = !o.classes.is_empty();
+        let calls = o.events.contains(EventGroup::Calls) && has_classes;
+        let exceptions = o.events.contains(EventGroup::Exceptions)
+            && (has_classes || o.exceptions == ExceptionScope::All);
+        Plan {
+            calls,
+            exceptions,
+            exception_events: calls || exceptions,
+            locks: o.events.contains(EventGroup::Locks),
+            gc: o.events.contains(EventGroup::Gc),
+            classes: o.events.contains(EventGroup::Classes),
+        }
+    }
+}
+
+/// Only what the plan needs: some capabilities slow the JVM down just by
 /// being held (local variable access, for one, limits the JIT).
 fn capabilities(o: &AgentOptions, capture: &dyn CallCapture) -> sys::jvmtiCapabilities {
+    let plan = Plan::new(o);
     // SAFETY: plain bits; all zero means "nothing".
     let mut caps: sys::jvmtiCapabilities = unsafe { std::mem::zeroed() };
     caps.set_can_tag_objects(1);
-    if o.events.contains(EventGroup::Calls) {
+    if plan.calls {
         capture.add_capabilities(&mut caps);
     }
-    // Calls need exception events too: they name the exception that
-    // unwound a traced method.
-    if o.events.contains(EventGroup::Calls) || o.events.contains(EventGroup::Exceptions) {
+    if plan.exception_events {
         caps.set_can_generate_exception_events(1);
         caps.set_can_get_line_numbers(1);
     }
-    if o.events.contains(EventGroup::Locks) {
+    if plan.locks {
         caps.set_can_generate_monitor_events(1);
         caps.set_can_get_monitor_info(1);
     }
-    if o.events.contains(EventGroup::Gc) {
+    if plan.gc {
         caps.set_can_generate_garbage_collection_events(1);
     }
-    if o.events.contains(EventGroup::Classes) {
+    if plan.classes {
         caps.set_can_get_source_file_name(1);
     }
     caps
@@ -285,22 +315,22 @@ impl Agent {
     pub fn start_recording(&self, jni: Jni) {
         let _ = self.fields.set(Fields::resolve(jni));
         self.phase.store(LIVE, Ordering::Release);
-        let ev = self.options.events;
+        let plan = Plan::new(&self.options);
         // Thread start and end also keep per-thread state apart: always on.
         let mut events = vec![sys::JVMTI_EVENT_THREAD_START, sys::JVMTI_EVENT_THREAD_END];
-        if ev.contains(EventGroup::Classes) {
+        if plan.classes {
             events.push(sys::JVMTI_EVENT_CLASS_PREPARE);
         }
-        if ev.contains(EventGroup::Calls) || ev.contains(EventGroup::Exceptions) {
+        if plan.exception_events {
             events.push(sys::JVMTI_EVENT_EXCEPTION);
         }
-        if ev.contains(EventGroup::Exceptions) {
+        if plan.exceptions {
             events.push(sys::JVMTI_EVENT_EXCEPTION_CATCH);
         }
-        if ev.contains(EventGroup::Locks) {
+        if plan.locks {
             events.extend(MONITOR_EVENTS);
         }
-        if ev.contains(EventGroup::Gc) {
+        if plan.gc {
             events.extend(GC_EVENTS);
         }
         for e in events {
@@ -308,8 +338,7 @@ impl Agent {
                 self.problems.jvmti(err);
             }
         }
-        // Without trace classes there is no call to record: leave the JIT alone.
-        if ev.contains(EventGroup::Calls) && !self.options.classes.is_empty() {
+        if plan.calls {
             if let Err(err) = self.capture.start(self.jvmti) {
                 self.problems.jvmti(err);
             }
