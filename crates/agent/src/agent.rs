@@ -369,7 +369,7 @@ impl Agent {
             .problems
             .report(self.buffers.dropped(), self.options.buffer)
         {
-            eprintln!("vmview agent: {line}");
+            crate::problems::say(&line);
         }
     }
 }

@@ -65,7 +65,7 @@ pub unsafe extern "C" fn Agent_OnLoad(
         Ok(Err(message)) => message,
         Err(_) => "internal error while starting".to_string(),
     };
-    eprintln!("vmview agent: {error}");
+    problems::say(&error);
     sys::JNI_ERR
 }
 
@@ -79,7 +79,7 @@ pub unsafe extern "C" fn Agent_OnAttach(
     _options: *mut c_char,
     _reserved: *mut c_void,
 ) -> sys::jint {
-    eprintln!("vmview agent: attach not supported yet; start the JVM with -agentpath instead");
+    problems::say("attach not supported yet; start the JVM with -agentpath instead");
     sys::JNI_ERR
 }
 

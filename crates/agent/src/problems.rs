@@ -39,6 +39,13 @@ impl Counter {
     }
 }
 
+/// Prints one line on stderr, prefixed `vmview agent: `. Never panics
+/// (unlike `eprintln!` when stderr is closed).
+pub fn say(message: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "vmview agent: {message}");
+}
+
 /// The message of the first panic, set by the quiet panic hook.
 static PANIC_MESSAGE: Mutex<Option<String>> = Mutex::new(None);
 

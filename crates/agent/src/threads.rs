@@ -4,7 +4,8 @@
 //! the event is about, so per-thread state lives in a Rust thread-local:
 //! the event buffer, the jmethodID cache in front of the shared one, the
 //! stack of open traced calls (for elapsed times) and the start times of
-//! monitor waits. It is created at the thread's first event.
+//! monitor waits. It is created at the thread's first callback; the
+//! thread is numbered and its buffer registered at its first event.
 //!
 //! Another thread can need a thread's handle too (the owner of a contended
 //! monitor), so the handle is also stored in the `Thread` object's JVMTI
@@ -27,8 +28,14 @@ pub struct OpenCall {
 }
 
 pub struct ThreadState {
-    pub thread: ThreadRef,
-    buffer: Arc<ThreadBuffer>,
+    /// Numbered at the thread's first event, not at its first callback: a
+    /// thread that only runs untraced code gets no handle and no symbol.
+    thread: Option<ThreadRef>,
+    /// Registered with the writer at the first event, too.
+    buffer: Option<Arc<ThreadBuffer>>,
+    /// The Java thread of the callback in progress (`None` for a VM
+    /// thread, and between callbacks).
+    java: Option<(Jni, sys::jthread)>,
     /// This thread's view of the jmethodID cache.
     pub methods: PtrMap<Arc<MethodInfo>>,
     /// Traced calls in progress, innermost last.
@@ -45,47 +52,22 @@ thread_local! {
     static STATE: RefCell<Option<ThreadState>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` on the calling thread's state, creating the state on the first
-/// event (`jni` and `thread` name the Java thread; `None` for a VM thread
-/// such as the one reporting GC). Returns `None` when the state is in use
-/// further up this thread's stack, or the thread is exiting.
+/// Runs `f` on the calling thread's state, creating it on first use.
+/// `java` names the callback's Java thread (`None` on a VM thread such as
+/// the one reporting GC). Returns `None` when the state is in use further
+/// up this thread's stack, or the thread is exiting.
 pub fn with_state<R>(
     agent: &Agent,
     java: Option<(Jni, sys::jthread)>,
     f: impl FnOnce(&mut ThreadState) -> R,
 ) -> Option<R> {
-    let exists = STATE.try_with(|s| s.try_borrow().map(|s| s.is_some())).ok();
-    match exists {
-        Some(Ok(true)) => {}
-        Some(Ok(false)) => {
-            // Numbering the thread calls into the JVM: done before borrowing.
-            let thread = match java {
-                Some((jni, t)) => agent.threads.thread_ref(agent, jni, t),
-                None => agent.threads.vm_thread_ref(agent),
-            };
-            let state = ThreadState {
-                thread,
-                buffer: agent.buffers.register(),
-                methods: PtrMap::default(),
-                calls: Vec::new(),
-                unwinding: None,
-                contended_since: 0,
-                wait_since: 0,
-            };
-            let _ = STATE.try_with(|s| {
-                if let Ok(mut s) = s.try_borrow_mut() {
-                    s.get_or_insert(state);
-                }
-            });
-        }
-        _ => {
-            agent.problems.reentrant();
-            return None;
-        }
-    }
-    let r = STATE.try_with(|s| match s.try_borrow_mut() {
-        Ok(mut s) => s.as_mut().map(f),
-        Err(_) => None,
+    let r = STATE.try_with(|cell| {
+        let mut slot = cell.try_borrow_mut().ok()?;
+        let state = slot.get_or_insert_with(ThreadState::new);
+        state.java = java;
+        let r = f(state);
+        state.java = None;
+        Some(r)
     });
     match r {
         Ok(Some(r)) => Some(r),
@@ -107,14 +89,41 @@ pub fn forget_current() {
 }
 
 impl ThreadState {
-    /// Queues an event of this thread.
-    pub fn emit(&self, agent: &Agent, time_ns: u64, kind: EventKind) {
+    fn new() -> ThreadState {
+        ThreadState {
+            thread: None,
+            buffer: None,
+            java: None,
+            methods: PtrMap::default(),
+            calls: Vec::new(),
+            unwinding: None,
+            contended_since: 0,
+            wait_since: 0,
+        }
+    }
+
+    /// Queues an event of this thread, numbering the thread first if this
+    /// is its first event.
+    pub fn emit(&mut self, agent: &Agent, time_ns: u64, kind: EventKind) {
+        let thread = match self.thread {
+            Some(t) => t,
+            None => {
+                // JVMTI calls only: no callback can re-enter here.
+                let t = match self.java {
+                    Some((jni, t)) => agent.threads.thread_ref(agent, jni, t),
+                    None => agent.threads.vm_thread_ref(agent),
+                };
+                self.thread = Some(t);
+                t
+            }
+        };
+        let buffer = self.buffer.get_or_insert_with(|| agent.buffers.register());
         agent.buffers.push(
-            &self.buffer,
+            buffer,
             Event {
                 id: 0,
                 time_ns,
-                thread: self.thread,
+                thread,
                 kind,
             },
         );
