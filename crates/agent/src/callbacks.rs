@@ -6,10 +6,10 @@
 //! its thread's buffer. No I/O, no printing, no Java code.
 
 use crate::agent::{self, Agent};
-use crate::capture::method_events::lookup;
 use crate::classes;
 use crate::clock;
 use crate::jvmti::Jni;
+use crate::methods::lookup;
 use crate::sys;
 use crate::threads::{self, with_state};
 use crate::values;

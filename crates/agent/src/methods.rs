@@ -13,6 +13,7 @@ use crate::agent::Agent;
 use crate::classes;
 use crate::jvmti::Jni;
 use crate::sys;
+use crate::threads::with_state;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -71,6 +72,24 @@ impl MethodInfo {
             line: (bci >= 0 && i > 0).then(|| lines[i - 1].1),
         }
     }
+}
+
+/// The method's cache entry: this thread's map first, then the shared one.
+pub fn lookup(
+    agent: &Agent,
+    jni: Jni,
+    thread: sys::jthread,
+    method: sys::jmethodID,
+) -> Option<Arc<MethodInfo>> {
+    let key = method as usize;
+    if let Some(m) = with_state(agent, Some((jni, thread)), |s| s.methods.get(&key).cloned())? {
+        return Some(m);
+    }
+    let m = agent.methods.get(agent, jni, method);
+    with_state(agent, Some((jni, thread)), |s| {
+        s.methods.insert(key, m.clone())
+    });
+    Some(m)
 }
 
 /// A fast hasher for pointer-sized keys (jmethodIDs).
