@@ -20,7 +20,7 @@ use crate::class_file::ExceptionEntry;
 use crate::descriptor::FieldType;
 use crate::error::CodeError;
 use crate::interpreter::{Effect, Interpreter, State};
-use crate::types::{ClassId, VType};
+use crate::types::{ClassId, ClassNames, VType};
 
 /// What the pass found.
 pub(crate) struct ConstructorFlow {
@@ -35,22 +35,42 @@ pub(crate) struct ConstructorFlow {
     pub params_intact: bool,
 }
 
-fn merge_type(a: VType, b: VType, object: ClassId) -> VType {
+/// Where two paths meet with different types in a slot. Precision only
+/// matters for following `this`, but an array type must stay an array for a
+/// later `aaload`, and `null` merged with a type is that type.
+fn merge_type(a: VType, b: VType, merged: &MergeTypes, names: &ClassNames) -> VType {
     let is_ref = |t: VType| matches!(t, VType::Object(_) | VType::Null);
+    let is_ref_array = |t: VType| match t {
+        VType::Object(id) => matches!(names.name(id), [b'[', b'L' | b'[', ..]),
+        _ => false,
+    };
     if a == b {
         a
+    } else if a == VType::Null && is_ref(b) {
+        b
+    } else if b == VType::Null && is_ref(a) {
+        a
+    } else if is_ref_array(a) && is_ref_array(b) {
+        VType::Object(merged.object_array)
     } else if is_ref(a) && is_ref(b) {
-        VType::Object(object)
+        VType::Object(merged.object)
     } else {
         VType::Top
     }
+}
+
+/// The types merges produce.
+struct MergeTypes {
+    object: ClassId,
+    object_array: ClassId,
 }
 
 /// Merges `incoming` into `existing`; returns whether `existing` changed.
 fn merge_state(
     existing: &mut State,
     incoming: &State,
-    object: ClassId,
+    merged: &MergeTypes,
+    names: &ClassNames,
     pc: u32,
 ) -> Result<bool, CodeError> {
     if existing.stack.len() != incoming.stack.len()
@@ -68,7 +88,7 @@ fn merge_state(
         .chain(existing.stack.iter_mut())
         .zip(incoming.locals.iter().chain(incoming.stack.iter()))
     {
-        let m = merge_type(*e, i, object);
+        let m = merge_type(*e, i, merged, names);
         if m != *e {
             *e = m;
             changed = true;
@@ -85,11 +105,17 @@ struct Worklist {
     entry: Vec<Option<State>>,
     queued: Vec<bool>,
     queue: VecDeque<usize>,
-    object: ClassId,
+    merged: MergeTypes,
 }
 
 impl Worklist {
-    fn merge_into(&mut self, target: usize, st: &State, pc: u32) -> Result<(), CodeError> {
+    fn merge_into(
+        &mut self,
+        target: usize,
+        st: &State,
+        names: &ClassNames,
+        pc: u32,
+    ) -> Result<(), CodeError> {
         let slot = self
             .entry
             .get_mut(target)
@@ -99,7 +125,7 @@ impl Worklist {
                 *slot = Some(st.clone());
                 true
             }
-            Some(existing) => merge_state(existing, st, self.object, pc)?,
+            Some(existing) => merge_state(existing, st, &self.merged, names, pc)?,
         };
         if changed && !self.queued[target] {
             self.queued[target] = true;
@@ -117,7 +143,6 @@ pub(crate) fn analyse(
     exceptions: &[ExceptionEntry],
     initial: State,
     params: &[FieldType],
-    object: ClassId,
 ) -> Result<ConstructorFlow, CodeError> {
     let n = insns.insns.len();
     let throwable = VType::Object(interp.names.intern(b"java/lang/Throwable"));
@@ -151,9 +176,12 @@ pub(crate) fn analyse(
         entry: vec![None; n],
         queued: vec![false; n],
         queue: VecDeque::new(),
-        object,
+        merged: MergeTypes {
+            object: interp.names.intern(b"java/lang/Object"),
+            object_array: interp.names.intern(b"[Ljava/lang/Object;"),
+        },
     };
-    work.merge_into(0, &initial, 0)?;
+    work.merge_into(0, &initial, interp.names, 0)?;
     let mut reachable = vec![false; n];
     let mut uninit = vec![false; n];
     let mut super_calls = Vec::new();
@@ -183,7 +211,7 @@ pub(crate) fn analyse(
                         stack: vec![throwable],
                         this_uninit: st.this_uninit,
                     };
-                    work.merge_into(h, &at_handler, insn.offset)?;
+                    work.merge_into(h, &at_handler, interp.names, insn.offset)?;
                 }
             }
             let before_jsr = matches!(insn.opcode, op::JSR | op::JSR_W).then(|| st.clone());
@@ -195,12 +223,12 @@ pub(crate) fn analyse(
             }
             match &insn.kind {
                 InsnKind::Branch { target } | InsnKind::WideBranch { target } => {
-                    work.merge_into(index(*target)?, &st, insn.offset)?;
+                    work.merge_into(index(*target)?, &st, interp.names, insn.offset)?;
                     if let Some(before) = before_jsr {
                         // Assume the subroutine returns with the state it was
                         // called with; enough to follow `this`.
                         if i + 1 < n {
-                            work.merge_into(i + 1, &before, insn.offset)?;
+                            work.merge_into(i + 1, &before, interp.names, insn.offset)?;
                         }
                         break;
                     }
@@ -210,7 +238,7 @@ pub(crate) fn analyse(
                 }
                 InsnKind::TableSwitch { .. } | InsnKind::LookupSwitch { .. } => {
                     for t in insn.targets() {
-                        work.merge_into(index(t)?, &st, insn.offset)?;
+                        work.merge_into(index(t)?, &st, interp.names, insn.offset)?;
                     }
                     break;
                 }
@@ -225,7 +253,7 @@ pub(crate) fn analyse(
             }
             i += 1;
             if leader[i] {
-                work.merge_into(i, &st, insn.offset)?;
+                work.merge_into(i, &st, interp.names, insn.offset)?;
                 break;
             }
         }

@@ -139,6 +139,11 @@ pub enum SkipReason {
     /// The constant pool had no room for the hooks' entries, so the whole
     /// class was left untouched.
     ConstantPoolFull,
+    /// An empty `finalize()`. HotSpot makes a class finalizable only when
+    /// the `finalize()` it inherits or declares has a body; adding hooks to
+    /// an empty one (`java.lang.Object`'s, above all) would send every
+    /// instance through the finalizer queue.
+    EmptyFinalizer,
     /// Valid bytecode this rewriter does not transform, e.g. a constructor
     /// that never calls `super(...)`.
     Unsupported(String),
@@ -254,6 +259,14 @@ fn line_numbers(code: Option<&Code>) -> Vec<LineNumber> {
         .collect()
 }
 
+/// Whether `m` is a `finalize()V` whose code is a lone `return`, the shape
+/// HotSpot's `Method::is_empty_method` looks for.
+fn is_empty_finalizer(m: &Method, code: Option<&Code>) -> bool {
+    m.name == b"finalize"
+        && m.descriptor == b"()V"
+        && code.is_some_and(|c| c.code == [bytecode::op::RETURN])
+}
+
 /// The method's single `Code` attribute, parsed.
 fn code_of<'a>(
     cf: &ClassFile<'a>,
@@ -355,6 +368,8 @@ pub fn instrument(
             Some(SkipReason::Native)
         } else if code.is_none() {
             Some(SkipReason::NoCode)
+        } else if is_empty_finalizer(m, code.as_ref().map(|c| &c.1)) {
+            Some(SkipReason::EmptyFinalizer)
         } else if pool_full {
             Some(SkipReason::ConstantPoolFull)
         } else {

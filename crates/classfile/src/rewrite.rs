@@ -217,7 +217,6 @@ fn rewrite_code<'a>(
 
     let n = insns.insns.len();
     let (super_calls, covered, params_intact) = if is_constructor {
-        let object = cx.names.intern(b"java/lang/Object");
         let mut interp = Interpreter {
             pool: cx.pool,
             names: cx.names,
@@ -232,7 +231,6 @@ fn rewrite_code<'a>(
             &code.exceptions,
             initial_state.clone(),
             &desc.params,
-            object,
         )?;
         if flow.super_calls.is_empty() {
             return Err(CodeError::unsupported(

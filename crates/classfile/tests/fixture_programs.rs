@@ -150,6 +150,8 @@ fn check_constructors(e: &[Event]) {
             "ENTER Ctors$Initialised.<init>()V []",
             "ENTER Ctors$Initialised.lambda$new$0()V []",
             "EXIT Ctors$Initialised.<init>()V",
+            "ENTER Ctors$ArrayMerge.<init>(Z)V [true]",
+            "EXIT Ctors$ArrayMerge.<init>(Z)V",
             "ENTER Ctors.choose(Z)LCtors$Helper; [true]",
             "EXIT Ctors.choose(Z)LCtors$Helper; Ctors$Helper",
         ],

@@ -5,6 +5,7 @@
 mod support;
 
 mod fixture_programs;
+mod jdk_classes;
 mod library_jars;
 mod malformed;
 mod method_size;

@@ -98,18 +98,31 @@ impl Jdk {
         probe_log: Option<&Path>,
         args: &[String],
     ) -> Run {
+        let mut options = Vec::new();
+        if let Some(log) = probe_log {
+            options.push(format!("-Dvmview.probe.log={}", log.display()));
+        }
+        self.java(&options, classpath, main, args)
+    }
+
+    /// Runs `main` with JVM `options`, verifying every class.
+    pub fn java(
+        &self,
+        options: &[String],
+        classpath: &[&Path],
+        main: &str,
+        args: &[String],
+    ) -> Run {
         let cp = std::env::join_paths(classpath).unwrap();
-        let mut cmd = self.tool("java");
-        cmd.arg("-XX:+UnlockDiagnosticVMOptions")
+        let output = self
+            .tool("java")
+            .arg("-XX:+UnlockDiagnosticVMOptions")
             .arg("-XX:+BytecodeVerificationLocal")
             .arg("-XX:+BytecodeVerificationRemote")
             .arg("-Xss4m")
+            .args(options)
             .arg("-cp")
-            .arg(cp);
-        if let Some(log) = probe_log {
-            cmd.arg(format!("-Dvmview.probe.log={}", log.display()));
-        }
-        let output = cmd
+            .arg(cp)
             .arg(main)
             .args(args)
             .output()
@@ -119,6 +132,21 @@ impl Jdk {
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
             status: output.status.code(),
         }
+    }
+
+    /// The JDK's home directory (`java.home`).
+    pub fn home(&self) -> PathBuf {
+        let out = self
+            .tool("java")
+            .args(["-XshowSettings:properties", "-version"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        let line = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("java.home = "))
+            .expect("java.home in -XshowSettings output");
+        PathBuf::from(line)
     }
 }
 
@@ -203,7 +231,7 @@ impl Instrumented {
             .iter()
             .flat_map(|r| {
                 r.skipped.iter().filter_map(move |s| match s.reason {
-                    SkipReason::Abstract | SkipReason::Native => None,
+                    SkipReason::Abstract | SkipReason::Native | SkipReason::EmptyFinalizer => None,
                     _ => Some(format!(
                         "{}.{}{}: {:?}",
                         r.class_name, s.method.name, s.method.descriptor, s.reason
@@ -229,6 +257,10 @@ pub fn instrument_tree(src: &Path, dst: &Path, config: &HookConfig) -> Instrumen
         let out = dst.join(rel);
         fs::create_dir_all(out.parent().unwrap()).unwrap();
         let bytes = fs::read(&file).unwrap();
+        if file.file_name().is_some_and(|n| n == "module-info.class") {
+            // A module descriptor cannot be patched in; it has no code anyway.
+            continue;
+        }
         if file.extension().is_none_or(|e| e != "class") {
             fs::write(&out, &bytes).unwrap();
             continue;
