@@ -45,6 +45,13 @@ pub enum RewriteError {
         /// What is wrong with it.
         reason: String,
     },
+    /// [`HookConfig::probe_class`](crate::HookConfig::probe_class) is not a
+    /// class name in internal form (`vmview/Probe`).
+    #[error("probe class {name:?} is not an internal class name like vmview/Probe")]
+    InvalidProbeClass {
+        /// The name given.
+        name: String,
+    },
     /// The code of one method is not valid bytecode.
     #[error("method {method}: bytecode at pc {pc}: {reason}")]
     BadCode {

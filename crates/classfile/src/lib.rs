@@ -334,6 +334,16 @@ pub fn instrument(
     config: &HookConfig,
     next_method_id: &mut dyn FnMut(&MethodInfo) -> Option<u32>,
 ) -> Result<RewriteResult, RewriteError> {
+    let probe = &config.probe_class;
+    if probe.is_empty()
+        || probe
+            .split('/')
+            .any(|part| part.is_empty() || part.contains(['.', ';', '[']))
+    {
+        return Err(RewriteError::InvalidProbeClass {
+            name: probe.clone(),
+        });
+    }
     let mut cf = ClassFile::parse(class_bytes)?;
     let class_name = mutf8::decode(&cf.this_name);
     let untouched = |reason| RewriteResult {

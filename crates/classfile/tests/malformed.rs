@@ -4,7 +4,7 @@
 use std::fs;
 
 use crate::support::*;
-use vmview_classfile::{describe, instrument, Outcome, RewriteError, Untouched};
+use vmview_classfile::{describe, instrument, HookConfig, Outcome, RewriteError, Untouched};
 
 /// The fixture classes, compiled once per test that needs them.
 fn fixture_classes(tmp: &TempDir) -> Vec<(String, Vec<u8>)> {
@@ -87,6 +87,20 @@ fn corrupted_bytes_never_panic() {
     // copies, so many damaged classes are still rewritten: the input space
     // was exercised, not just rejected at the magic.
     assert!(rewritten > 100, "{rewritten}");
+}
+
+#[test]
+fn probe_class_must_be_an_internal_name() {
+    for bad in ["", "vmview.Probe", "vmview/", "/Probe", "a//b", "[LProbe;"] {
+        let config = HookConfig {
+            probe_class: bad.into(),
+            ..config()
+        };
+        assert_eq!(
+            instrument(&[], &config, &mut |_| Some(1)),
+            Err(RewriteError::InvalidProbeClass { name: bad.into() })
+        );
+    }
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod debug_info;
 mod fixture_programs;
 mod jdk_classes;
 mod library_jars;
