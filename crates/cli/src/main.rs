@@ -7,6 +7,8 @@
 //! formats live in the library crates so other front ends can reuse them.
 
 mod error;
+mod export;
+mod progress;
 mod record;
 mod show;
 mod stats;
@@ -51,6 +53,7 @@ enum Command {
     Record(record::RecordArgs),
     Show(show::ShowArgs),
     Stats(stats::StatsArgs),
+    Export(export::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         }
         Command::Show(args) => show::run(&args),
         Command::Stats(args) => stats::run(&args),
+        Command::Export(args) => export::run(&args),
     };
     match result {
         Ok(code) => code,

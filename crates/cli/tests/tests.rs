@@ -7,3 +7,4 @@ mod support;
 mod errors;
 mod recording;
 mod recovery;
+mod xml;

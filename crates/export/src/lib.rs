@@ -13,6 +13,8 @@
 pub mod jsonl;
 pub mod names;
 pub mod text;
+pub mod xml;
+pub mod xml_reader;
 
 use std::io::{self, Write};
 
@@ -20,6 +22,8 @@ use vmview_format::{Event, SymbolTable};
 
 pub use jsonl::JsonlWriter;
 pub use text::TextWriter;
+pub use xml::XmlWriter;
+pub use xml_reader::{XmlError, XmlTraceReader};
 
 /// A consumer of events that renders them somewhere.
 ///

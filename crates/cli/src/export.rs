@@ -1,0 +1,102 @@
+//! `vmview export`: convert a whole trace to XML (VMView's flat shape, with
+//! its DTD), JSON Lines or text, for other tools and for people.
+//!
+//! The conversion streams: one event is decoded, rendered and written at a
+//! time, so a trace of any size converts in constant memory.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use vmview_export::{EventWriter, JsonlWriter, TextWriter, XmlWriter};
+
+use crate::error::plain;
+use crate::progress::Progress;
+use crate::trace;
+
+const LONG_ABOUT: &str = "\
+Convert a trace to another format.
+
+xml is VMView's flat XML trace: one element per event (CALL, RETURN, THROW \
+...) with an ID attribute and one child per field (THRD, CLASS, MTD, SIG, \
+LOC, CLASS2 ...), class names in the JVM form (Lshop/Inventory;), and the \
+DTD embedded, so `xmllint --valid` checks it and `vmview filter` reads it \
+back. jsonl is one JSON object per event (the keys of `vmview show --format \
+jsonl`); text is what `vmview show` prints.";
+
+const EXAMPLES: &str = "\
+Examples:
+  vmview export trace.vmv --format xml -o trace.xml
+  xmllint --valid --noout trace.xml
+  vmview export trace.vmv --format jsonl | jq -c 'select(.type == \"THROW\")'";
+
+#[derive(Args)]
+#[command(about = "Convert a trace to XML, JSON Lines or text", long_about = LONG_ABOUT, after_long_help = EXAMPLES)]
+pub struct ExportArgs {
+    /// The trace file (.vmv).
+    file: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ExportTo::Xml)]
+    format: ExportTo,
+    /// Output file (default: standard output).
+    #[arg(short, long, value_name = "OUT")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ExportTo {
+    /// VMView-style flat XML with the DTD embedded.
+    Xml,
+    /// One JSON object per line.
+    Jsonl,
+    /// Labelled fields, for people.
+    Text,
+}
+
+/// Standard output or a created file, buffered.
+pub fn output(path: Option<&PathBuf>) -> anyhow::Result<Box<dyn Write>> {
+    Ok(match path {
+        None => Box::new(BufWriter::with_capacity(256 * 1024, io::stdout().lock())),
+        Some(p) => Box::new(BufWriter::with_capacity(
+            256 * 1024,
+            File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+        )),
+    })
+}
+
+pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
+    let mut reader = trace::open(&args.file)?;
+    let total = std::fs::metadata(&args.file).map_or(0, |m| m.len());
+    let out = output(args.output.as_ref())?;
+    let mut writer: Box<dyn EventWriter> = match args.format {
+        ExportTo::Xml => Box::new(XmlWriter::new(out, reader.header())),
+        ExportTo::Jsonl => Box::new(JsonlWriter::new(out)),
+        ExportTo::Text => Box::new(TextWriter::new(out)),
+    };
+    let mut progress = Progress::new(total, "exporting");
+    let mut n: u64 = 0;
+    let result = (|| -> anyhow::Result<()> {
+        while let Some(ev) = reader.next_event() {
+            writer.write_event(&ev, reader.symbols())?;
+            n += 1;
+            if n & 0xffff == 0 {
+                progress.set(reader.current_chunk().map_or(0, |c| c.offset));
+            }
+        }
+        writer.finish()?;
+        Ok(())
+    })();
+    progress.finish();
+    trace::warn_diagnostics(reader.diagnostics(), n);
+    result?;
+    if n == 0 && !reader.diagnostics().is_empty() {
+        return Err(plain(format!(
+            "no event could be read from {}",
+            args.file.display()
+        )));
+    }
+    Ok(ExitCode::SUCCESS)
+}

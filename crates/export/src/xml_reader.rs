@@ -1,0 +1,1084 @@
+//! The XML trace reader: turns a document in the shape of [`crate::xml`]'s
+//! DTD back into events, streaming.
+//!
+//! VMView filtered its XML traces with SAX rather than a DOM because traces
+//! are large; so does this reader: it pulls one element at a time from
+//! `quick-xml` and keeps only the event being read, so memory depends on
+//! the number of distinct names (classes, methods, threads) and not on the
+//! length of the trace. It accepts what vmview writes and what a person or
+//! another tool writes by hand in the same shape: children in any order,
+//! optional fields left out (`?` or 0 in their place), class names in the
+//! JVM form or dotted, entity and character references, comments.
+//!
+//! Names are interned as they are met, so the events refer to symbols by
+//! handle exactly like events read from a binary trace, and any consumer of
+//! events (filters, exporters, the binary writer) works on both. Thread
+//! handles are the document's `TID`s when it has them, so a binary → XML →
+//! binary round trip keeps them.
+//!
+//! A document that is not well-formed, or not in this shape, stops the
+//! reader with an [`XmlError`] that carries the byte offset
+//! ([`line_column`] turns it into a line and column).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{self, BufRead, Read};
+
+use quick_xml::events::{BytesStart, Event as XmlEvent};
+use vmview_format::{
+    Event, EventKind, Loc, MethodId, MethodSymbol, Monitor, Outcome, StringId, Symbol, SymbolTable,
+    ThreadRef, ThreadSymbol, TraceHeader, Value, MAX_THREAD_REF,
+};
+
+use crate::xml::class_from_jvm;
+
+/// Why an XML trace could not be read further.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XmlError {
+    /// Byte offset in the document near which the problem is.
+    pub offset: u64,
+    /// A complete sentence.
+    pub message: String,
+}
+
+impl fmt::Display for XmlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (at byte {})", self.message, self.offset)
+    }
+}
+
+impl std::error::Error for XmlError {}
+
+/// The 1-based line and column (in characters) of byte `offset` of `input`.
+pub fn line_column(input: impl Read, offset: u64) -> io::Result<(u64, u64)> {
+    let mut line = 1;
+    let mut line_start = Vec::new();
+    let mut r = io::BufReader::new(input.take(offset));
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = r.read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() == Some(&b'\n') {
+            line += 1;
+            line_start.clear();
+        } else {
+            line_start.extend_from_slice(&buf);
+        }
+    }
+    let col = String::from_utf8_lossy(&line_start).chars().count() as u64 + 1;
+    Ok((line, col))
+}
+
+/// The children of an event element the reader knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Child {
+    Thrd,
+    Class,
+    Mtd,
+    Sig,
+    Loc,
+    Class2,
+    Mtd2,
+    Sig2,
+    Loc2,
+    Depth,
+    Elapsed,
+    Exc,
+    Msg,
+    Loader,
+    Src,
+    Mon,
+    Owner,
+    Wait,
+    Timeout,
+    TimedOut,
+    Duration,
+    Count,
+    Value,
+    Param,
+}
+
+const CHILDREN: usize = 24;
+
+impl Child {
+    fn from_name(n: &[u8]) -> Option<Child> {
+        Some(match n {
+            b"THRD" => Child::Thrd,
+            b"CLASS" => Child::Class,
+            b"MTD" => Child::Mtd,
+            b"SIG" => Child::Sig,
+            b"LOC" => Child::Loc,
+            b"CLASS2" => Child::Class2,
+            b"MTD2" => Child::Mtd2,
+            b"SIG2" => Child::Sig2,
+            b"LOC2" => Child::Loc2,
+            b"DEPTH" => Child::Depth,
+            b"ELAPSED" => Child::Elapsed,
+            b"EXC" => Child::Exc,
+            b"MSG" => Child::Msg,
+            b"LOADER" => Child::Loader,
+            b"SRC" => Child::Src,
+            b"MON" => Child::Mon,
+            b"OWNER" => Child::Owner,
+            b"WAIT" => Child::Wait,
+            b"TIMEOUT" => Child::Timeout,
+            b"TIMEDOUT" => Child::TimedOut,
+            b"DURATION" => Child::Duration,
+            b"COUNT" => Child::Count,
+            b"VALUE" => Child::Value,
+            b"PARAM" => Child::Param,
+            _ => return None,
+        })
+    }
+}
+
+/// The event element names, in `EVENT_TYPE_NAMES` order.
+fn event_type(n: &[u8]) -> Option<u8> {
+    vmview_format::EVENT_TYPE_NAMES
+        .iter()
+        .position(|t| t.as_bytes() == n)
+        .map(|i| i as u8)
+}
+
+/// The text of one child plus the attributes that matter for it.
+#[derive(Default)]
+struct Slot {
+    text: String,
+    /// A lone surrogate (from `<U C="d800"/>`), for `char` values.
+    surrogate: Option<u16>,
+    /// `TID` of THRD/OWNER, `LINE` of LOC/LOC2.
+    num: Option<u64>,
+    attrs: ValueAttrs,
+}
+
+/// Attributes of PARAM and VALUE.
+#[derive(Default, Clone)]
+struct ValueAttrs {
+    name: Option<String>,
+    kind: Option<String>,
+    boxed: Option<String>,
+    class: Option<String>,
+    len: Option<String>,
+    hash: Option<String>,
+    full: Option<String>,
+}
+
+/// An element directly inside `TRACE`, with the attributes that matter.
+#[derive(Debug, Clone)]
+enum Top {
+    Prop {
+        name: String,
+    },
+    Thread {
+        tid: Option<u64>,
+        java_id: i64,
+        group: String,
+        priority: i32,
+        daemon: bool,
+    },
+    Event {
+        ty: u8,
+        id: u64,
+        time_ns: u64,
+    },
+}
+
+/// An element start: what it is and whether it is empty (`<X/>`).
+#[derive(Debug, Clone)]
+struct Elem {
+    top: Top,
+    empty: bool,
+}
+
+/// Reads events from an XML trace; see the module docs.
+pub struct XmlTraceReader<R: BufRead> {
+    xml: quick_xml::Reader<R>,
+    buf: Vec<u8>,
+    header: TraceHeader,
+    symbols: SymbolTable,
+    strings: HashMap<String, StringId>,
+    /// `class \0 name \0 sig` → method.
+    methods: HashMap<String, MethodId>,
+    /// Threads named by text only (no `TID`).
+    threads_by_name: HashMap<String, ThreadRef>,
+    /// `thread_defined[t]`: a symbol exists for handle `t`.
+    thread_defined: Vec<bool>,
+    next_auto_thread: u32,
+    redefined: Vec<MethodId>,
+    /// An element read ahead while looking for the header's properties.
+    pending: Option<Elem>,
+    done: bool,
+    slots: Vec<Slot>,
+    /// Bit `Child as u32`: that child was present in the current event.
+    present: u32,
+    params: Vec<Slot>,
+    key: String,
+}
+
+impl<R: BufRead> XmlTraceReader<R> {
+    /// Reads the prolog, the `TRACE` start tag and the `PROP` elements that
+    /// follow it. Fails when the document is not an XML trace.
+    pub fn new(input: R) -> Result<Self, XmlError> {
+        let mut xml = quick_xml::Reader::from_reader(input);
+        xml.config_mut().trim_text(false);
+        let mut r = XmlTraceReader {
+            xml,
+            buf: Vec::with_capacity(1024),
+            header: TraceHeader {
+                version: 1,
+                ..TraceHeader::default()
+            },
+            symbols: SymbolTable::default(),
+            strings: HashMap::new(),
+            methods: HashMap::new(),
+            threads_by_name: HashMap::new(),
+            thread_defined: Vec::new(),
+            next_auto_thread: 0,
+            redefined: Vec::new(),
+            pending: None,
+            done: false,
+            slots: (0..CHILDREN).map(|_| Slot::default()).collect(),
+            present: 0,
+            params: Vec::new(),
+            key: String::new(),
+        };
+        r.read_prolog()?;
+        Ok(r)
+    }
+
+    pub fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+
+    /// Symbols of every event returned so far.
+    pub fn symbols(&self) -> &SymbolTable {
+        &self.symbols
+    }
+
+    /// Bytes of the document consumed so far (for progress).
+    pub fn position(&self) -> u64 {
+        self.xml.buffer_position()
+    }
+
+    /// Methods whose symbol changed since the last call (a CALL named the
+    /// parameters of a method first met without them). A consumer that
+    /// copied the symbol (the binary writer) should copy it again.
+    pub fn take_redefined(&mut self) -> Vec<MethodId> {
+        std::mem::take(&mut self.redefined)
+    }
+
+    fn pos(&self) -> u64 {
+        self.xml.buffer_position()
+    }
+
+    fn xml_err(&self, e: quick_xml::Error) -> XmlError {
+        let at = match e {
+            quick_xml::Error::Io(_) => self.pos(),
+            _ => self.xml.error_position(),
+        };
+        err(at, format!("malformed XML: {e}"))
+    }
+
+    fn read_prolog(&mut self) -> Result<(), XmlError> {
+        loop {
+            let ev = match self.xml.read_event_into(&mut self.buf) {
+                Ok(ev) => ev,
+                Err(e) => return Err(self.xml_err(e)),
+            };
+            let at = self.xml.buffer_position();
+            match ev {
+                XmlEvent::Decl(_)
+                | XmlEvent::DocType(_)
+                | XmlEvent::Comment(_)
+                | XmlEvent::PI(_) => {}
+                XmlEvent::Text(t) if t.iter().all(u8::is_ascii_whitespace) => {}
+                XmlEvent::Start(ref s) | XmlEvent::Empty(ref s)
+                    if s.name().as_ref() == b"TRACE" =>
+                {
+                    let empty = matches!(ev, XmlEvent::Empty(_));
+                    trace_attrs(s, at, &mut self.header)?;
+                    if empty {
+                        self.done = true;
+                        return Ok(());
+                    }
+                    break;
+                }
+                XmlEvent::Start(s) | XmlEvent::Empty(s) => {
+                    let name = name_of(s.name().as_ref());
+                    return Err(err(
+                        at,
+                        format!("not a vmview XML trace: the root element is <{name}>, expected <TRACE>"),
+                    ));
+                }
+                XmlEvent::Eof => return Err(err(at, "not a vmview XML trace: no <TRACE> element")),
+                _ => {
+                    return Err(err(
+                        at,
+                        "not a vmview XML trace: content before the <TRACE> element",
+                    ))
+                }
+            }
+        }
+        // Properties come first; the first other element is kept for later.
+        loop {
+            let Some(elem) = self.next_element()? else {
+                return Ok(());
+            };
+            match elem.top {
+                Top::Prop { name } => {
+                    let mut slot = Slot::default();
+                    if !elem.empty {
+                        self.read_text(&mut slot, "PROP")?;
+                    }
+                    self.header.properties.push((name, slot.text));
+                }
+                _ => {
+                    self.pending = Some(elem);
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// The next element inside `TRACE`, or `None` after `</TRACE>`.
+    /// Whitespace, comments and processing instructions are skipped.
+    fn next_element(&mut self) -> Result<Option<Elem>, XmlError> {
+        if let Some(p) = self.pending.take() {
+            return Ok(Some(p));
+        }
+        if self.done {
+            return Ok(None);
+        }
+        loop {
+            let ev = match self.xml.read_event_into(&mut self.buf) {
+                Ok(ev) => ev,
+                Err(e) => return Err(self.xml_err(e)),
+            };
+            let at = self.xml.buffer_position();
+            match ev {
+                XmlEvent::Start(s) => return top_elem(&s, false, at).map(Some),
+                XmlEvent::Empty(s) => return top_elem(&s, true, at).map(Some),
+                XmlEvent::End(_) => {
+                    self.done = true;
+                    return Ok(None);
+                }
+                XmlEvent::Text(t) if t.iter().all(u8::is_ascii_whitespace) => {}
+                XmlEvent::Comment(_) | XmlEvent::PI(_) => {}
+                XmlEvent::Eof => {
+                    return Err(err(at, "the document ends before </TRACE> (truncated?)"))
+                }
+                _ => {
+                    return Err(err(
+                        at,
+                        "unexpected text between events (events are elements inside <TRACE>)",
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Reads character data up to the end tag of the element just started
+    /// (`what` names it in errors) into `slot.text`.
+    fn read_text(&mut self, slot: &mut Slot, what: &str) -> Result<(), XmlError> {
+        slot.text.clear();
+        slot.surrogate = None;
+        loop {
+            let ev = match self.xml.read_event_into(&mut self.buf) {
+                Ok(ev) => ev,
+                Err(e) => return Err(self.xml_err(e)),
+            };
+            let at = self.xml.buffer_position();
+            match ev {
+                XmlEvent::Text(t) => match t.xml10_content() {
+                    Ok(s) => slot.text.push_str(&s),
+                    Err(e) => return Err(err(at, format!("bad text in <{what}>: {e}"))),
+                },
+                XmlEvent::CData(t) => match t.xml10_content() {
+                    Ok(s) => slot.text.push_str(&s),
+                    Err(e) => return Err(err(at, format!("bad CDATA in <{what}>: {e}"))),
+                },
+                XmlEvent::GeneralRef(r) => {
+                    let c = match r.resolve_char_ref() {
+                        Ok(Some(c)) => c,
+                        Ok(None) => match r.as_ref() {
+                            b"lt" => '<',
+                            b"gt" => '>',
+                            b"amp" => '&',
+                            b"apos" => '\'',
+                            b"quot" => '"',
+                            other => {
+                                return Err(err(at, format!("unknown entity &{};", name_of(other))))
+                            }
+                        },
+                        Err(e) => return Err(err(at, format!("bad character reference: {e}"))),
+                    };
+                    slot.text.push(c);
+                }
+                XmlEvent::Empty(s) if s.name().as_ref() == b"U" => {
+                    let code = attr(&s, b"C", at)?
+                        .and_then(|c| u32::from_str_radix(c.trim(), 16).ok())
+                        .ok_or_else(|| err(at, "<U> needs a hex character code: <U C=\"1b\"/>"))?;
+                    match char::from_u32(code) {
+                        Some(c) => slot.text.push(c),
+                        None if (0xD800..0xE000).contains(&code) => {
+                            slot.surrogate = Some(code as u16)
+                        }
+                        None => {
+                            return Err(err(at, format!("<U C=\"{code:x}\"/> is not a character")))
+                        }
+                    }
+                }
+                XmlEvent::End(_) => return Ok(()),
+                XmlEvent::Comment(_) | XmlEvent::PI(_) => {}
+                XmlEvent::Start(s) | XmlEvent::Empty(s) => {
+                    let name = name_of(s.name().as_ref());
+                    return Err(err(
+                        at,
+                        format!("unexpected element <{name}> inside <{what}>"),
+                    ));
+                }
+                XmlEvent::Eof => {
+                    return Err(err(
+                        at,
+                        format!("the document ends inside <{what}> (truncated?)"),
+                    ))
+                }
+                XmlEvent::Decl(_) | XmlEvent::DocType(_) => {
+                    return Err(err(at, format!("unexpected declaration inside <{what}>")))
+                }
+            }
+        }
+    }
+
+    /// The next event, `Ok(None)` at the end of the trace.
+    pub fn next_event(&mut self) -> Result<Option<Event>, XmlError> {
+        loop {
+            let Some(elem) = self.next_element()? else {
+                return Ok(None);
+            };
+            match elem.top {
+                Top::Prop { .. } => {
+                    let mut slot = Slot::default();
+                    if !elem.empty {
+                        self.read_text(&mut slot, "PROP")?;
+                    }
+                }
+                Top::Thread {
+                    tid,
+                    java_id,
+                    group,
+                    priority,
+                    daemon,
+                } => {
+                    let mut slot = Slot::default();
+                    if !elem.empty {
+                        self.read_text(&mut slot, "THREAD")?;
+                    }
+                    let at = self.pos();
+                    let t = match tid {
+                        Some(t) => self.checked_tid(t, at)?,
+                        None => self.thread_by_name(&slot.text),
+                    };
+                    let sym = ThreadSymbol {
+                        id: t,
+                        java_id,
+                        name: self.intern(&slot.text),
+                        group: self.intern(&group),
+                        priority,
+                        daemon,
+                    };
+                    self.define_thread(sym);
+                }
+                Top::Event { ty, id, time_ns } => {
+                    self.read_children(ty, elem.empty)?;
+                    let at = self.pos();
+                    let kind = self.build_kind(ty, at)?;
+                    let thread = self.child_thread(Child::Thrd, at)?;
+                    return Ok(Some(Event {
+                        id,
+                        time_ns,
+                        thread,
+                        kind,
+                    }));
+                }
+            }
+        }
+    }
+
+    fn read_children(&mut self, ty: u8, empty: bool) -> Result<(), XmlError> {
+        self.present = 0;
+        self.params.clear();
+        if empty {
+            return Ok(());
+        }
+        let what = vmview_format::EVENT_TYPE_NAMES[ty as usize];
+        loop {
+            let ev = match self.xml.read_event_into(&mut self.buf) {
+                Ok(ev) => ev,
+                Err(e) => return Err(self.xml_err(e)),
+            };
+            let at = self.xml.buffer_position();
+            let (s, empty) = match ev {
+                XmlEvent::Start(s) => (s, false),
+                XmlEvent::Empty(s) => (s, true),
+                XmlEvent::End(_) => return Ok(()),
+                XmlEvent::Text(t) if t.iter().all(u8::is_ascii_whitespace) => continue,
+                XmlEvent::Comment(_) | XmlEvent::PI(_) => continue,
+                XmlEvent::Eof => {
+                    return Err(err(
+                        at,
+                        format!("the document ends inside <{what}> (truncated?)"),
+                    ))
+                }
+                _ => {
+                    return Err(err(
+                        at,
+                        format!("unexpected text in <{what}> (its fields are child elements)"),
+                    ))
+                }
+            };
+            let Some(child) = Child::from_name(s.name().as_ref()) else {
+                let name = name_of(s.name().as_ref());
+                return Err(err(at, format!("unknown element <{name}> in <{what}>")));
+            };
+            let mut slot = if child == Child::Param {
+                Slot::default()
+            } else {
+                std::mem::take(&mut self.slots[child as usize])
+            };
+            slot.num = None;
+            match child {
+                Child::Thrd | Child::Owner => {
+                    slot.num = attr(&s, b"TID", at)?
+                        .map(|t| parse_num(&t, "TID", at))
+                        .transpose()?;
+                }
+                Child::Loc | Child::Loc2 => {
+                    slot.num = attr(&s, b"LINE", at)?
+                        .map(|t| parse_num(&t, "LINE", at))
+                        .transpose()?;
+                }
+                Child::Value | Child::Param => slot.attrs = value_attrs(&s, at)?,
+                _ => {}
+            }
+            if empty {
+                slot.text.clear();
+                slot.surrogate = None;
+            } else {
+                let tag = name_of(s.name().as_ref());
+                self.read_text(&mut slot, &tag)?;
+            }
+            if child == Child::Param {
+                self.params.push(slot);
+            } else {
+                self.slots[child as usize] = slot;
+                self.present |= 1 << child as u32;
+            }
+        }
+    }
+
+    fn has(&self, c: Child) -> bool {
+        self.present & (1 << c as u32) != 0
+    }
+
+    fn text(&self, c: Child) -> Option<&str> {
+        self.has(c).then(|| self.slots[c as usize].text.as_str())
+    }
+
+    fn intern(&mut self, s: &str) -> StringId {
+        if let Some(&id) = self.strings.get(s) {
+            return id;
+        }
+        let id = StringId(self.strings.len() as u32);
+        self.strings.insert(s.to_string(), id);
+        self.symbols.insert(Symbol::String {
+            id,
+            text: s.to_string(),
+        });
+        id
+    }
+
+    fn intern_class(&mut self, jvm: &str) -> StringId {
+        let dotted = class_from_jvm(jvm);
+        self.intern(&dotted)
+    }
+
+    /// The method named by CLASS, MTD, SIG (or their `2` forms).
+    fn method(&mut self, second: bool, params: Option<Vec<String>>) -> MethodId {
+        let (c, m, s) = if second {
+            (Child::Class2, Child::Mtd2, Child::Sig2)
+        } else {
+            (Child::Class, Child::Mtd, Child::Sig)
+        };
+        let class = class_from_jvm(self.text(c).unwrap_or("?"));
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        key.push_str(&class);
+        key.push('\0');
+        key.push_str(self.text(m).unwrap_or("?"));
+        key.push('\0');
+        key.push_str(self.text(s).unwrap_or("?"));
+        let id = match self.methods.get(&key) {
+            Some(&id) => {
+                if let Some(names) = params {
+                    let current = self.symbols.method(id).map_or(0, |m| m.param_names.len());
+                    if current < names.len() {
+                        let mut sym = self.symbols.method(id).cloned();
+                        if let Some(sym) = sym.as_mut() {
+                            sym.param_names = names.iter().map(|n| self.intern(n)).collect();
+                            self.symbols.insert(Symbol::Method(sym.clone()));
+                            self.redefined.push(id);
+                        }
+                    }
+                }
+                id
+            }
+            None => {
+                let id = MethodId(self.methods.len() as u32);
+                let name = self.text(m).unwrap_or("?").to_string();
+                let sig = self.text(s).unwrap_or("?").to_string();
+                let sym = MethodSymbol {
+                    id,
+                    class: self.intern(&class),
+                    name: self.intern(&name),
+                    sig: self.intern(&sig),
+                    param_names: params
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|n| self.intern(n))
+                        .collect(),
+                    modifiers: 0,
+                };
+                self.symbols.insert(Symbol::Method(sym));
+                self.methods.insert(key.clone(), id);
+                id
+            }
+        };
+        self.key = key;
+        id
+    }
+
+    fn loc(&self, c: Child, at: u64) -> Result<Loc, XmlError> {
+        if !self.has(c) {
+            return Ok(Loc {
+                bci: -1,
+                line: None,
+            });
+        }
+        let slot = &self.slots[c as usize];
+        let bci = parse_num::<i32>(&slot.text, "LOC", at)?;
+        let line = slot
+            .num
+            .map(|l| u32::try_from(l).map_err(|_| err(at, format!("LINE {l} is too large"))))
+            .transpose()?;
+        Ok(Loc { bci, line })
+    }
+
+    fn num<T: std::str::FromStr + Default>(
+        &self,
+        c: Child,
+        what: &str,
+        at: u64,
+    ) -> Result<T, XmlError> {
+        match self.text(c) {
+            Some(t) => parse_num(t, what, at),
+            None => Ok(T::default()),
+        }
+    }
+
+    fn checked_tid(&self, t: u64, at: u64) -> Result<ThreadRef, XmlError> {
+        match u32::try_from(t) {
+            Ok(t) if t < MAX_THREAD_REF => Ok(ThreadRef(t)),
+            _ => Err(err(
+                at,
+                format!("TID {t} is too large (thread handles are below {MAX_THREAD_REF})"),
+            )),
+        }
+    }
+
+    fn thread_by_name(&mut self, name: &str) -> ThreadRef {
+        if let Some(&t) = self.threads_by_name.get(name) {
+            return t;
+        }
+        while self
+            .thread_defined
+            .get(self.next_auto_thread as usize)
+            .copied()
+            .unwrap_or(false)
+        {
+            self.next_auto_thread += 1;
+        }
+        let t = ThreadRef(self.next_auto_thread);
+        self.next_auto_thread += 1;
+        self.threads_by_name.insert(name.to_string(), t);
+        t
+    }
+
+    fn define_thread(&mut self, sym: ThreadSymbol) {
+        let i = sym.id.0 as usize;
+        if i >= self.thread_defined.len() {
+            self.thread_defined.resize(i + 1, false);
+        }
+        self.thread_defined[i] = true;
+        self.symbols.insert(Symbol::Thread(sym));
+    }
+
+    /// The thread a THRD or OWNER child names (declaring it from its text
+    /// when no THREAD element did).
+    fn child_thread(&mut self, c: Child, at: u64) -> Result<ThreadRef, XmlError> {
+        let tid = self.slots[c as usize].num.filter(|_| self.has(c));
+        let name = self.text(c).unwrap_or("?").to_string();
+        let t = match tid {
+            Some(t) => self.checked_tid(t, at)?,
+            None => self.thread_by_name(&name),
+        };
+        if !self
+            .thread_defined
+            .get(t.0 as usize)
+            .copied()
+            .unwrap_or(false)
+        {
+            let sym = ThreadSymbol {
+                id: t,
+                java_id: -1,
+                name: self.intern(&name),
+                group: self.intern(""),
+                priority: 0,
+                daemon: false,
+            };
+            self.define_thread(sym);
+        }
+        Ok(t)
+    }
+
+    fn monitor(&mut self, at: u64) -> Result<Monitor, XmlError> {
+        let text = self.text(Child::Mon).unwrap_or("?@0").to_string();
+        let Some((class, hash)) = text.rsplit_once('@') else {
+            return Err(err(at, format!("<MON>{text}</MON> is not class@hash")));
+        };
+        let hash = u32::from_str_radix(hash, 16).map_err(|_| {
+            err(
+                at,
+                format!("<MON>{text}</MON>: the hash is not hexadecimal"),
+            )
+        })?;
+        Ok(Monitor {
+            class: self.intern_class(class),
+            hash,
+        })
+    }
+
+    fn build_kind(&mut self, ty: u8, at: u64) -> Result<EventKind, XmlError> {
+        use Child as C;
+        Ok(match ty {
+            0 => EventKind::ThreadStart,
+            1 => EventKind::ThreadEnd,
+            2 => {
+                let class = self.text(C::Class).unwrap_or("?").to_string();
+                let loader = self.text(C::Loader).unwrap_or("").to_string();
+                let source = self.text(C::Src).unwrap_or("").to_string();
+                EventKind::ClassLoad {
+                    class: self.intern_class(&class),
+                    loader: self.intern(&loader),
+                    source: self.intern(&source),
+                }
+            }
+            3 => {
+                let names: Vec<String> = self
+                    .params
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| p.attrs.name.clone().unwrap_or_else(|| format!("arg{i}")))
+                    .collect();
+                let method = self.method(false, Some(names));
+                let caller = if self.has(C::Class2) || self.has(C::Mtd2) {
+                    let m = self.method(true, None);
+                    Some((m, self.loc(C::Loc2, at)?))
+                } else {
+                    None
+                };
+                let params = std::mem::take(&mut self.params);
+                let values = params
+                    .iter()
+                    .map(|p| self.value(p, at))
+                    .collect::<Result<Vec<_>, _>>();
+                self.params = params;
+                EventKind::Call {
+                    method,
+                    depth: self.num(C::Depth, "DEPTH", at)?,
+                    caller,
+                    params: values?,
+                }
+            }
+            4 => {
+                let method = self.method(false, None);
+                let outcome = if self.has(C::Value) {
+                    let slot = std::mem::take(&mut self.slots[C::Value as usize]);
+                    let v = self.value(&slot, at);
+                    self.slots[C::Value as usize] = slot;
+                    Outcome::Value(v?)
+                } else if let Some(exc) = self.text(C::Exc).map(str::to_string) {
+                    Outcome::Exception {
+                        class: self.intern_class(&exc),
+                    }
+                } else {
+                    Outcome::Void
+                };
+                EventKind::Return {
+                    method,
+                    depth: self.num(C::Depth, "DEPTH", at)?,
+                    outcome,
+                    elapsed_ns: self.num(C::Elapsed, "ELAPSED", at)?,
+                }
+            }
+            5 => {
+                let exc = self.text(C::Exc).unwrap_or("?").to_string();
+                let message = self.text(C::Msg).map(str::to_string);
+                let method = self.method(false, None);
+                let catch = if self.has(C::Class2) || self.has(C::Mtd2) {
+                    let m = self.method(true, None);
+                    Some((m, self.loc(C::Loc2, at)?))
+                } else {
+                    None
+                };
+                EventKind::Throw {
+                    exception: self.intern_class(&exc),
+                    message,
+                    method,
+                    loc: self.loc(C::Loc, at)?,
+                    catch,
+                }
+            }
+            6 => {
+                let exc = self.text(C::Exc).unwrap_or("?").to_string();
+                EventKind::Catch {
+                    exception: self.intern_class(&exc),
+                    method: self.method(false, None),
+                    loc: self.loc(C::Loc, at)?,
+                }
+            }
+            7 => {
+                let monitor = self.monitor(at)?;
+                let owner = if self.has(C::Owner) {
+                    Some(self.child_thread(C::Owner, at)?)
+                } else {
+                    None
+                };
+                EventKind::MonitorContendedEnter { monitor, owner }
+            }
+            8 => EventKind::MonitorContendedEntered {
+                monitor: self.monitor(at)?,
+                wait_ns: self.num(C::Wait, "WAIT", at)?,
+            },
+            9 => EventKind::MonitorWait {
+                monitor: self.monitor(at)?,
+                timeout_ms: self.num(C::Timeout, "TIMEOUT", at)?,
+            },
+            10 => EventKind::MonitorWaited {
+                monitor: self.monitor(at)?,
+                timed_out: self.num(C::TimedOut, "TIMEDOUT", at)?,
+                wait_ns: self.num(C::Wait, "WAIT", at)?,
+            },
+            11 => EventKind::GcStart,
+            12 => EventKind::GcFinish {
+                duration_ns: self.num(C::Duration, "DURATION", at)?,
+            },
+            _ => EventKind::Dropped {
+                count: self.num(C::Count, "COUNT", at)?,
+            },
+        })
+    }
+
+    /// A PARAM or VALUE element's value.
+    fn value(&mut self, slot: &Slot, at: u64) -> Result<Value, XmlError> {
+        let a = &slot.attrs;
+        let text = slot.text.as_str();
+        let kind = a.kind.as_deref().unwrap_or("string");
+        let v = match kind {
+            "null" => Value::Null,
+            "unavailable" => Value::Unavailable,
+            "boolean" => Value::Boolean(parse_num(text, "a boolean value", at)?),
+            "byte" => Value::Byte(parse_num(text, "a byte value", at)?),
+            "short" => Value::Short(parse_num(text, "a short value", at)?),
+            "int" => Value::Int(parse_num(text, "an int value", at)?),
+            "long" => Value::Long(parse_num(text, "a long value", at)?),
+            "float" => Value::Float(parse_num(text, "a float value", at)?),
+            "double" => Value::Double(parse_num(text, "a double value", at)?),
+            "char" => {
+                let mut units = text.encode_utf16();
+                match (units.next(), units.next(), slot.surrogate) {
+                    (Some(u), None, None) => Value::Char(u),
+                    (None, None, Some(u)) => Value::Char(u),
+                    _ => {
+                        return Err(err(
+                            at,
+                            format!("a char value must be one UTF-16 unit, not {text:?}"),
+                        ))
+                    }
+                }
+            }
+            "string" => Value::Str {
+                text: text.to_string(),
+                full_len: a
+                    .full
+                    .as_deref()
+                    .map(|f| parse_num(f, "FULL", at))
+                    .transpose()?,
+            },
+            "array" => {
+                let class = a.class.clone().unwrap_or_else(|| "?".into());
+                Value::Array {
+                    class: self.intern_class(&class),
+                    length: parse_num(a.len.as_deref().unwrap_or("0"), "LEN", at)?,
+                }
+            }
+            "object" => {
+                let class = a.class.clone().unwrap_or_else(|| "?".into());
+                let hash = a.hash.as_deref().unwrap_or("0");
+                Value::Object {
+                    class: self.intern_class(&class),
+                    hash: u32::from_str_radix(hash, 16)
+                        .map_err(|_| err(at, format!("HASH {hash:?} is not hexadecimal")))?,
+                }
+            }
+            other => return Err(err(at, format!("unknown value KIND {other:?}"))),
+        };
+        Ok(match &a.boxed {
+            Some(b) => Value::Boxed {
+                class: self.intern_class(b),
+                value: Box::new(v),
+            },
+            None => v,
+        })
+    }
+}
+
+fn parse_num<T: std::str::FromStr>(text: &str, what: &str, at: u64) -> Result<T, XmlError> {
+    text.trim().parse().map_err(|_| {
+        err(
+            at,
+            format!("{what}: {:?} is not a valid value", text.trim()),
+        )
+    })
+}
+
+/// An attribute's unescaped value.
+fn attr(s: &BytesStart<'_>, key: &[u8], at: u64) -> Result<Option<String>, XmlError> {
+    for a in s.attributes() {
+        let a = a.map_err(|e| err(at, format!("malformed attribute: {e}")))?;
+        if a.key.as_ref() == key {
+            let v = a
+                .unescape_value()
+                .map_err(|e| err(at, format!("malformed attribute value: {e}")))?;
+            return Ok(Some(v.into_owned()));
+        }
+    }
+    Ok(None)
+}
+
+fn value_attrs(s: &BytesStart<'_>, at: u64) -> Result<ValueAttrs, XmlError> {
+    let mut v = ValueAttrs::default();
+    for a in s.attributes() {
+        let a = a.map_err(|e| err(at, format!("malformed attribute: {e}")))?;
+        let slot = match a.key.as_ref() {
+            b"NAME" => &mut v.name,
+            b"KIND" => &mut v.kind,
+            b"BOX" => &mut v.boxed,
+            b"CLASS" => &mut v.class,
+            b"LEN" => &mut v.len,
+            b"HASH" => &mut v.hash,
+            b"FULL" => &mut v.full,
+            _ => continue,
+        };
+        let val = a
+            .unescape_value()
+            .map_err(|e| err(at, format!("malformed attribute value: {e}")))?;
+        *slot = Some(val.into_owned());
+    }
+    Ok(v)
+}
+
+fn trace_attrs(s: &BytesStart<'_>, at: u64, header: &mut TraceHeader) -> Result<(), XmlError> {
+    if let Some(v) = attr(s, b"VERSION", at)? {
+        if v.trim() != "1" {
+            return Err(err(
+                at,
+                format!("unsupported XML trace version {v} (this vmview reads version 1)"),
+            ));
+        }
+    }
+    if let Some(p) = attr(s, b"PID", at)? {
+        header.pid = parse_num(&p, "PID", at)?;
+    }
+    if let Some(t) = attr(s, b"START", at)? {
+        header.start_unix_ns = parse_num(&t, "START", at)?;
+    }
+    Ok(())
+}
+
+fn top_elem(s: &BytesStart<'_>, empty: bool, at: u64) -> Result<Elem, XmlError> {
+    let name = s.name();
+    let top = match name.as_ref() {
+        b"PROP" => Top::Prop {
+            name: attr(s, b"NAME", at)?.unwrap_or_default(),
+        },
+        b"THREAD" => Top::Thread {
+            tid: attr(s, b"TID", at)?
+                .map(|t| parse_num(&t, "TID", at))
+                .transpose()?,
+            java_id: attr(s, b"JID", at)?
+                .map(|t| parse_num(&t, "JID", at))
+                .transpose()?
+                .unwrap_or(-1),
+            group: attr(s, b"GROUP", at)?.unwrap_or_default(),
+            priority: attr(s, b"PRIORITY", at)?
+                .map(|t| parse_num(&t, "PRIORITY", at))
+                .transpose()?
+                .unwrap_or(0),
+            daemon: attr(s, b"DAEMON", at)?
+                .map(|t| parse_num(&t, "DAEMON", at))
+                .transpose()?
+                .unwrap_or(false),
+        },
+        n => match event_type(n) {
+            Some(ty) => {
+                let what = vmview_format::EVENT_TYPE_NAMES[ty as usize];
+                let id = attr(s, b"ID", at)?
+                    .ok_or_else(|| err(at, format!("<{what}> has no ID attribute")))?;
+                Top::Event {
+                    ty,
+                    id: parse_num(&id, "ID", at)?,
+                    time_ns: attr(s, b"TIME", at)?
+                        .map(|t| parse_num(&t, "TIME", at))
+                        .transpose()?
+                        .unwrap_or(0),
+                }
+            }
+            None => {
+                return Err(err(
+                    at,
+                    format!(
+                        "unknown element <{}> in <TRACE> (expected an event such as <CALL>, or <THREAD>, <PROP>)",
+                        name_of(n)
+                    ),
+                ))
+            }
+        },
+    };
+    Ok(Elem { top, empty })
+}
+
+/// The XML reader's errors carry their place; this builds one.
+fn err(offset: u64, message: impl Into<String>) -> XmlError {
+    XmlError {
+        offset,
+        message: message.into(),
+    }
+}
+
+fn name_of(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
