@@ -8,10 +8,10 @@
 //! existing equal entry when there is one.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use crate::bytes::{Reader, WriteBe};
 use crate::error::RewriteError;
+use crate::fx_hash::FxHashMap;
 
 pub(crate) const TAG_UTF8: u8 = 1;
 pub(crate) const TAG_INTEGER: u8 = 3;
@@ -57,8 +57,8 @@ pub(crate) enum Constant<'a> {
 
 /// Keys of the entries this crate may add, for reuse of existing ones.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Key {
-    Utf8(Vec<u8>),
+enum Key<'a> {
+    Utf8(Cow<'a, [u8]>),
     Class(u16),
     NameAndType(u16, u16),
     MethodRef(u16, u16),
@@ -75,7 +75,7 @@ pub(crate) struct ConstantPool<'a> {
     raw: &'a [u8],
     /// Serialized entries appended by this crate.
     added: Vec<u8>,
-    index: Option<HashMap<Key, u16>>,
+    index: Option<FxHashMap<Key<'a>, u16>>,
 }
 
 impl<'a> ConstantPool<'a> {
@@ -233,12 +233,13 @@ impl<'a> ConstantPool<'a> {
         out.extend_from_slice(&self.added);
     }
 
-    fn build_index(&mut self) -> &mut HashMap<Key, u16> {
+    fn build_index(&mut self) -> &mut FxHashMap<Key<'a>, u16> {
         self.index.get_or_insert_with(|| {
-            let mut map = HashMap::new();
+            let mut map = FxHashMap::default();
+            map.reserve(self.entries.len());
             for (i, c) in self.entries.iter().enumerate() {
                 let key = match c {
-                    Constant::Utf8(b) => Key::Utf8(b.to_vec()),
+                    Constant::Utf8(b) => Key::Utf8(b.clone()),
                     Constant::Class(n) => Key::Class(*n),
                     Constant::NameAndType(n, d) => Key::NameAndType(*n, *d),
                     Constant::MethodRef(c, nat) => Key::MethodRef(*c, *nat),
@@ -251,7 +252,7 @@ impl<'a> ConstantPool<'a> {
         })
     }
 
-    fn find_or_add(&mut self, key: Key) -> Result<u16, PoolFull> {
+    fn find_or_add(&mut self, key: Key<'a>) -> Result<u16, PoolFull> {
         if let Some(&i) = self.build_index().get(&key) {
             return Ok(i);
         }
@@ -260,7 +261,7 @@ impl<'a> ConstantPool<'a> {
         }
         let index = self.entries.len() as u16;
         let entry = match &key {
-            Key::Utf8(b) => Constant::Utf8(Cow::Owned(b.clone())),
+            Key::Utf8(b) => Constant::Utf8(b.clone()),
             Key::Class(n) => Constant::Class(*n),
             Key::NameAndType(n, d) => Constant::NameAndType(*n, *d),
             Key::MethodRef(c, nat) => Constant::MethodRef(*c, *nat),
@@ -303,7 +304,7 @@ impl<'a> ConstantPool<'a> {
         if bytes.len() > usize::from(u16::MAX) {
             return Err(PoolFull);
         }
-        self.find_or_add(Key::Utf8(bytes.to_vec()))
+        self.find_or_add(Key::Utf8(Cow::Owned(bytes.to_vec())))
     }
 
     /// Index of a `Class` entry named `name` (raw modified UTF-8).

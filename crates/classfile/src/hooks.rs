@@ -5,19 +5,18 @@
 //! placed anywhere without new stack-map frames; only the catch-all handler
 //! appended after the original code needs one.
 
-use std::collections::HashMap;
-
 use crate::bytecode::op;
 use crate::bytes::WriteBe;
 use crate::constant_pool::{ConstantPool, PoolFull};
 use crate::descriptor::FieldType;
+use crate::fx_hash::FxHashMap;
 use crate::probe::{self, ProbeMethod};
 
 /// Constant-pool entries for the probe, shared by all methods of a class.
 pub(crate) struct ProbeRefs {
     class_name: Vec<u8>,
     class: Option<u16>,
-    methods: HashMap<ProbeMethod, u16>,
+    methods: FxHashMap<ProbeMethod, u16>,
 }
 
 impl ProbeRefs {
@@ -25,7 +24,7 @@ impl ProbeRefs {
         ProbeRefs {
             class_name,
             class: None,
-            methods: HashMap::new(),
+            methods: FxHashMap::default(),
         }
     }
 

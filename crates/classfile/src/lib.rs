@@ -42,6 +42,7 @@ mod constructor;
 mod debug_tables;
 mod descriptor;
 mod error;
+mod fx_hash;
 mod hooks;
 mod interpreter;
 mod layout;

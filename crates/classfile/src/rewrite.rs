@@ -7,8 +7,6 @@
 //! exception table and the debug tables translated, since all of them need
 //! the final positions.
 
-use std::collections::HashMap;
-
 use crate::bytecode::{self, is_conditional_branch, op, Instructions};
 use crate::bytes::WriteBe;
 use crate::class_file::{Attribute, Code, Method, ACC_STATIC};
@@ -123,9 +121,9 @@ struct NewCode {
     max_stack: u16,
     code: Vec<u8>,
     exceptions: Vec<[u16; 4]>,
-    /// Replacement `info` per original sub-attribute index (`None`: copy;
-    /// `Some(None)`: drop).
-    replaced: HashMap<usize, Option<Vec<u8>>>,
+    /// Per original sub-attribute: `None` to copy it, `Some(None)` to drop
+    /// it, `Some(Some(info))` to replace its content.
+    replaced: Vec<Option<Option<Vec<u8>>>>,
     /// A `StackMapTable` to append when the method had none.
     new_stack_map: Option<Vec<u8>>,
 }
@@ -252,12 +250,20 @@ fn rewrite_code<'a>(
         id,
         args_captured.then_some((&desc.params[..], first_param_slot)),
     )?;
-    let mut exit_codes: HashMap<u8, Vec<u8>> = HashMap::new();
+    // Exit hooks by return opcode, `ireturn` to `return`.
+    let mut exit_codes: [Option<Vec<u8>>; 6] = Default::default();
+    let exit_slot = |opcode: u8| {
+        opcode
+            .checked_sub(op::IRETURN)
+            .map(usize::from)
+            .filter(|&k| k < 6)
+    };
     let mut exit_stack = 0u16;
     for insn in &insns.insns {
-        if (op::IRETURN..=op::RETURN).contains(&insn.opcode)
-            && !exit_codes.contains_key(&insn.opcode)
-        {
+        let Some(k) = exit_slot(insn.opcode) else {
+            continue;
+        };
+        if exit_codes[k].is_none() {
             let (c, extra) = hooks::exit(
                 cx.probe,
                 cx.pool,
@@ -267,7 +273,7 @@ fn rewrite_code<'a>(
                 cx.config.capture_return,
             )?;
             exit_stack = exit_stack.max(extra);
-            exit_codes.insert(insn.opcode, c);
+            exit_codes[k] = Some(c);
         }
     }
     let handler = hooks::exceptional_exit(cx.probe, cx.pool, id)?;
@@ -280,7 +286,7 @@ fn rewrite_code<'a>(
         handler: &handler,
     };
     for (i, insn) in insns.insns.iter().enumerate() {
-        if let Some(c) = exit_codes.get(&insn.opcode) {
+        if let Some(Some(c)) = exit_slot(insn.opcode).map(|k| &exit_codes[k]) {
             insertions.before[i] = c;
         }
     }
@@ -293,7 +299,7 @@ fn rewrite_code<'a>(
     let new_code = layout::emit(&insns, code.code, &insertions, &layout);
 
     // Stack-map frames.
-    let mut replaced: HashMap<usize, Option<Vec<u8>>> = HashMap::new();
+    let mut replaced: Vec<Option<Option<Vec<u8>>>> = vec![None; code.attributes.len()];
     let mut new_stack_map = None;
     if want_frames {
         let mut added = Vec::new();
@@ -346,7 +352,7 @@ fn rewrite_code<'a>(
                     .iter()
                     .position(|a| a.is("StackMapTable"))
                     .unwrap_or_default();
-                replaced.insert(index, Some(encoded));
+                replaced[index] = Some(Some(encoded));
             }
             None => new_stack_map = Some(encoded),
         }
@@ -394,15 +400,12 @@ fn rewrite_code<'a>(
             let (bytes, rows) =
                 debug_tables::move_line_numbers(a.data, a.data_offset, &insns, &layout)?;
             lines.extend(rows);
-            replaced.insert(k, Some(bytes));
+            replaced[k] = Some(Some(bytes));
         } else if a.is("LocalVariableTable") || a.is("LocalVariableTypeTable") {
             let bytes = debug_tables::move_local_variables(a.data, a.data_offset, &insns, &layout)?;
-            replaced.insert(k, Some(bytes));
+            replaced[k] = Some(Some(bytes));
         } else if a.is("RuntimeVisibleTypeAnnotations") || a.is("RuntimeInvisibleTypeAnnotations") {
-            replaced.insert(
-                k,
-                debug_tables::move_type_annotations(a.data, &insns, &layout),
-            );
+            replaced[k] = Some(debug_tables::move_type_annotations(a.data, &insns, &layout));
         }
     }
 
@@ -416,7 +419,7 @@ fn rewrite_code<'a>(
     } else {
         u32::from(entry_stack)
     });
-    if !exit_codes.is_empty() {
+    if exit_codes.iter().any(Option::is_some) {
         max_stack = max_stack.max(orig + u32::from(exit_stack));
     }
     let max_stack = u16::try_from(max_stack)
@@ -527,7 +530,7 @@ fn assemble_method(
     let mut attrs = Vec::new();
     let mut count = 0u16;
     for (k, a) in code.attributes.iter().enumerate() {
-        match new.replaced.get(&k) {
+        match new.replaced.get(k).and_then(Option::as_ref) {
             None => attrs.extend_from_slice(a.raw),
             Some(None) => continue,
             Some(Some(data)) => {

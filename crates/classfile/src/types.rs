@@ -8,10 +8,9 @@
 //! a pool entry is created only when a frame that mentions a new name is
 //! actually written.
 
-use std::collections::HashMap;
-
 use crate::constant_pool::{ConstantPool, PoolFull};
 use crate::error::RewriteError;
+use crate::fx_hash::FxHashMap;
 
 /// An interned class name (internal form, or an array descriptor).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -46,8 +45,8 @@ impl VType {
 pub(crate) struct ClassNames {
     names: Vec<Vec<u8>>,
     pool_index: Vec<Option<u16>>,
-    by_name: HashMap<Vec<u8>, ClassId>,
-    by_pool_index: HashMap<u16, ClassId>,
+    by_name: FxHashMap<Vec<u8>, ClassId>,
+    by_pool_index: FxHashMap<u16, ClassId>,
 }
 
 impl ClassNames {
