@@ -227,16 +227,21 @@ impl<R: Read + Seek> TraceReader<R> {
     /// skipped and recorded in `diagnostics()`.
     #[inline]
     pub fn next_event(&mut self) -> Option<Event> {
-        // The hot path, small enough to inline into the caller's loop so
-        // that the event is built where the caller keeps it.
-        if self.active {
-            if let Some(ev) = self.chunk.next(&mut self.symbols) {
-                return Some(ev);
+        // Small enough to inline into the caller's loop; events only come
+        // from the inlined decoder, so each is built where the caller
+        // keeps it. Everything else happens out of line.
+        loop {
+            if self.active {
+                if let Some(ev) = self.chunk.next(&mut self.symbols) {
+                    return Some(ev);
+                }
+                let error = self.chunk.take_error();
+                self.chunk_ended(error);
             }
-            let error = self.chunk.take_error();
-            self.chunk_ended(error);
+            if !self.advance() {
+                return None;
+            }
         }
-        self.next_event_slow()
     }
 
     /// The current chunk is exhausted or damaged at `error`.
@@ -261,34 +266,26 @@ impl<R: Read + Seek> TraceReader<R> {
         });
     }
 
-    /// Loads chunks until one yields an event, or the trace ends.
+    /// Loads the next readable chunk; `false` when there is none.
     #[inline(never)]
-    fn next_event_slow(&mut self) -> Option<Event> {
-        loop {
-            if self.active {
-                if let Some(ev) = self.chunk.next(&mut self.symbols) {
-                    return Some(ev);
-                }
-                let error = self.chunk.take_error();
-                self.chunk_ended(error);
-            }
-            if self.done {
-                return None;
-            }
-            if let Err(e) = self.load_next_chunk() {
-                self.done = true;
-                self.inner_pos = None;
-                self.diagnostics.push(Diagnostic {
-                    chunk: None,
-                    offset: self.next_offset,
-                    kind: DiagnosticKind::BadChunk,
-                    message: format!(
-                        "I/O error reading the trace near offset {}: {e}; reading stopped",
-                        self.next_offset
-                    ),
-                });
-            }
+    fn advance(&mut self) -> bool {
+        if self.done {
+            return false;
         }
+        if let Err(e) = self.load_next_chunk() {
+            self.done = true;
+            self.inner_pos = None;
+            self.diagnostics.push(Diagnostic {
+                chunk: None,
+                offset: self.next_offset,
+                kind: DiagnosticKind::BadChunk,
+                message: format!(
+                    "I/O error reading the trace near offset {}: {e}; reading stopped",
+                    self.next_offset
+                ),
+            });
+        }
+        true
     }
 
     /// Symbols seen so far (all those needed by events returned so far).
