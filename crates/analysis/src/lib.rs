@@ -6,6 +6,7 @@
 //! Each analysis implements [`EventSink`], the one seam between whatever
 //! produces events (a `TraceReader`, a filter) and whatever consumes them.
 
+pub mod dataflow;
 pub mod stats;
 
 use vmview_format::{Event, SymbolTable};

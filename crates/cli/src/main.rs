@@ -6,6 +6,7 @@
 //! message with a hint; the trace format, the analyses and the output
 //! formats live in the library crates so other front ends can reuse them.
 
+mod dataflow;
 mod error;
 mod export;
 mod progress;
@@ -39,7 +40,10 @@ Examples:
   vmview show trace.vmv --around 4242
 
   # Where the time went, which exceptions, which locks
-  vmview stats trace.vmv";
+  vmview stats trace.vmv
+
+  # What each traced method is called with and returns
+  vmview dataflow trace.vmv";
 
 #[derive(Parser)]
 #[command(name = "vmview", version, about = ABOUT, after_long_help = EXAMPLES, propagate_version = true)]
@@ -53,6 +57,7 @@ enum Command {
     Record(record::RecordArgs),
     Show(show::ShowArgs),
     Stats(stats::StatsArgs),
+    Dataflow(dataflow::DataflowArgs),
     Export(export::ExportArgs),
 }
 
@@ -74,6 +79,7 @@ fn main() -> ExitCode {
         }
         Command::Show(args) => show::run(&args),
         Command::Stats(args) => stats::run(&args),
+        Command::Dataflow(args) => dataflow::run(&args),
         Command::Export(args) => export::run(&args),
     };
     match result {

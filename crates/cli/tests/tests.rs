@@ -4,6 +4,7 @@
 
 mod support;
 
+mod dataflow;
 mod errors;
 mod recording;
 mod recovery;
