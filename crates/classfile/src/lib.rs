@@ -33,6 +33,22 @@
 //! reported in [`RewriteResult::skipped`]; the rest of the class is still
 //! instrumented. Input is untrusted: malformed bytes give a
 //! [`RewriteError`], never a panic.
+//!
+//! What the rewritten code does not promise:
+//!
+//! - Methods the JIT replaces with an intrinsic (`@IntrinsicCandidate` in
+//!   the JDK) run without their hooks once compiled.
+//! - Bridge and other synthetic methods are instrumented like any other, so
+//!   a call through a bridge reports two calls; `next_method_id` sees the
+//!   access flags and can decline them.
+//! - If a probe method itself throws (a `StackOverflowError` inside `exit*`,
+//!   say), the catch-all handler, which covers the exit hooks too, reports
+//!   `exitThrow` for a frame that may already have reported its exit.
+//! - An empty `finalize()` is never instrumented (see
+//!   [`SkipReason::EmptyFinalizer`]). The JDK's early bootstrap classes can
+//!   be instrumented (the tests boot a JDK on a fully instrumented
+//!   `java.base`), but then the probe must be able to run before `System`
+//!   is initialised.
 
 mod bytecode;
 mod bytes;
@@ -223,10 +239,10 @@ fn parameter_names(pool: &ConstantPool, m: &Method, code: Option<&Code>) -> Vec<
     if let Some(code) = code {
         let first_slot = if m.access & ACC_STATIC != 0 { 0 } else { 1 };
         let mut slots = Vec::with_capacity(desc.params.len());
-        let mut slot = first_slot;
+        let mut slot: u32 = first_slot;
         for p in &desc.params {
             slots.push(slot);
-            slot += p.slots();
+            slot += u32::from(p.slots());
         }
         for a in code
             .attributes
@@ -237,7 +253,7 @@ fn parameter_names(pool: &ConstantPool, m: &Method, code: Option<&Code>) -> Vec<
                 continue;
             };
             for row in rows.iter().filter(|r| r.start_pc == 0) {
-                if let Some(k) = slots.iter().position(|&s| s == row.index) {
+                if let Some(k) = slots.iter().position(|&s| s == u32::from(row.index)) {
                     if names[k].is_none() {
                         names[k] = pool.utf8(row.name_index).ok().map(mutf8::decode);
                     }

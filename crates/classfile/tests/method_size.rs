@@ -12,7 +12,8 @@ use vmview_classfile::SkipReason;
 
 /// `Big.java`: `huge` is ~65 KB of `if (x == v) return v;` (11 bytes each);
 /// `wide` jumps over ~32 KB of returns with one `ifle`; `loop` does the same
-/// with a loop whose backward `goto` and exit test span ~31 KB.
+/// with a loop whose backward `goto` and exit test span ~31 KB; `fat` is
+/// compiled with `goto_w` by javac already.
 fn big_source() -> String {
     let mut s = String::from("public class Big {\n");
     s.push_str("    static int huge(int x) {\n");
@@ -34,6 +35,13 @@ fn big_source() -> String {
     }
     s.push_str("        }\n        return s;\n    }\n\n");
 
+    // Big enough that javac itself must jump with goto_w ("fatcode").
+    s.push_str("    static int fat(int x) {\n        int s = 0;\n        if (x > 0) {\n");
+    for v in 1000..4700 {
+        writeln!(s, "            s = s * 31 + {v};").unwrap();
+    }
+    s.push_str("        }\n        return s;\n    }\n\n");
+
     s.push_str(
         r#"    static int small(int x) {
         return x + 1;
@@ -43,6 +51,7 @@ fn big_source() -> String {
         System.out.println(huge(1000) + " " + huge(6899) + " " + huge(5));
         System.out.println(wide(1000) + " " + wide(3899) + " " + wide(5) + " " + wide(-3));
         System.out.println(loop(5) + " " + loop(1001) + " " + loop(3399 + 1));
+        System.out.println(fat(1) + " " + fat(0));
         System.out.println(small(41));
     }
 }
@@ -88,7 +97,10 @@ fn method_that_would_exceed_64k_is_skipped_and_the_rest_instrumented() {
     }
     assert!(huge.method_id.is_some());
     let instrumented: Vec<&str> = big.methods.iter().map(|m| m.method.name.as_str()).collect();
-    assert_eq!(instrumented, ["<init>", "wide", "loop", "small", "main"]);
+    assert_eq!(
+        instrumented,
+        ["<init>", "wide", "loop", "fat", "small", "main"]
+    );
 
     // The widening really happened: javac had no reason to use goto_w.
     let javap = |dir: &std::path::Path| {
@@ -100,7 +112,13 @@ fn method_that_would_exceed_64k_is_skipped_and_the_rest_instrumented() {
             .unwrap();
         String::from_utf8(out.stdout).unwrap()
     };
-    assert!(!javap(&plain).contains("goto_w"));
+    let plain_code = javap(&plain);
+    let fat_start = plain_code.find("static int fat(int)").unwrap();
+    assert!(!plain_code[..fat_start].contains("goto_w"));
+    assert!(
+        plain_code[fat_start..].contains("goto_w"),
+        "javac used goto_w in fat"
+    );
     let code = javap(&inst);
     let wide_code = &code
         [code.find("static int wide(int)").unwrap()..code.find("static int loop(int)").unwrap()];
@@ -109,7 +127,7 @@ fn method_that_would_exceed_64k_is_skipped_and_the_rest_instrumented() {
         "ifle inverted around a goto_w"
     );
     let loop_code = &code
-        [code.find("static int loop(int)").unwrap()..code.find("static int small(int)").unwrap()];
+        [code.find("static int loop(int)").unwrap()..code.find("static int fat(int)").unwrap()];
     assert!(
         loop_code.matches("goto_w").count() >= 2,
         "exit test and back edge widened"
@@ -133,6 +151,9 @@ fn method_that_would_exceed_64k_is_skipped_and_the_rest_instrumented() {
             "EXIT Big.loop(I)I 10",
             "ENTER Big.loop(I)I [1001]",
             "EXIT Big.loop(I)I 501500",
+            "ENTER Big.fat(I)I [1]",
+            "ENTER Big.fat(I)I [0]",
+            "EXIT Big.fat(I)I 0",
             "EXIT Big.small(I)I 42",
         ],
     );
