@@ -9,6 +9,7 @@
 mod dataflow;
 mod error;
 mod export;
+mod filter;
 mod progress;
 mod record;
 mod show;
@@ -59,6 +60,7 @@ enum Command {
     Stats(stats::StatsArgs),
     Dataflow(dataflow::DataflowArgs),
     Export(export::ExportArgs),
+    Filter(filter::FilterArgs),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +83,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => stats::run(&args),
         Command::Dataflow(args) => dataflow::run(&args),
         Command::Export(args) => export::run(&args),
+        Command::Filter(args) => filter::run(&args),
     };
     match result {
         Ok(code) => code,
