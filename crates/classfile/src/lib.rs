@@ -201,6 +201,8 @@ pub enum Outcome {
 pub struct RewriteResult {
     /// Internal name of the class.
     pub class_name: String,
+    /// The `SourceFile` attribute, e.g. `HashMap.java`.
+    pub source_file: Option<String>,
     pub outcome: Outcome,
     /// Methods that now call the probe, in class order.
     pub methods: Vec<InstrumentedMethod>,
@@ -315,6 +317,13 @@ fn method_info(cf: &ClassFile, index: usize, m: &Method, code: Option<&Code>) ->
     }
 }
 
+fn source_file(cf: &ClassFile) -> Option<String> {
+    cf.attribute("SourceFile")
+        .and_then(|a| bytes::u16_at(a.data, 0))
+        .and_then(|i| cf.pool.utf8(i).ok())
+        .map(mutf8::decode)
+}
+
 /// Reads the names, parameters and line tables of a class without changing
 /// it.
 pub fn describe(class_bytes: &[u8]) -> Result<ClassInfo, RewriteError> {
@@ -324,11 +333,7 @@ pub fn describe(class_bytes: &[u8]) -> Result<ClassInfo, RewriteError> {
         let code = code_of(&cf, class_bytes, m)?;
         methods.push(method_info(&cf, i, m, code.as_ref().map(|c| &c.1)));
     }
-    let source_file = cf
-        .attribute("SourceFile")
-        .and_then(|a| bytes::u16_at(a.data, 0))
-        .and_then(|i| cf.pool.utf8(i).ok())
-        .map(mutf8::decode);
+    let source_file = source_file(&cf);
     Ok(ClassInfo {
         name: mutf8::decode(&cf.this_name),
         super_name: cf.super_name.as_deref().map(mutf8::decode),
@@ -363,8 +368,10 @@ pub fn instrument(
     }
     let mut cf = ClassFile::parse(class_bytes)?;
     let class_name = mutf8::decode(&cf.this_name);
+    let source = source_file(&cf);
     let untouched = |reason| RewriteResult {
         class_name: class_name.clone(),
+        source_file: source.clone(),
         outcome: Outcome::Untouched(reason),
         methods: Vec::new(),
         skipped: Vec::new(),
@@ -479,6 +486,7 @@ pub fn instrument(
     };
     Ok(RewriteResult {
         class_name,
+        source_file: source,
         outcome,
         methods: instrumented,
         skipped,

@@ -29,6 +29,22 @@
 //!
 //! Ids are whatever the caller's `next_method_id` returned, passed as a
 //! Java `int` (the `u32` bit pattern).
+//!
+//! Where the probe class must live, measured on JDK 17:
+//!
+//! - It must be visible to every instrumented class's loader: the boot class
+//!   path (`-Xbootclasspath/a:` or JVMTI `AddToBootstrapClassLoaderSearch`).
+//! - Classes in named modules (all of the JDK, modular applications) fail
+//!   with `IllegalAccessError: module java.base does not read unnamed
+//!   module` when their first hook runs, because the boot loader's unnamed
+//!   module is not read by default. The agent must add the reads edge
+//!   (JVMTI `AddModuleReads`, or `--add-reads <module>=ALL-UNNAMED`) before
+//!   such a class runs.
+//! - Boot-class-path appends are not searched until the module system is
+//!   up, so JDK classes used during VM startup cannot call a probe there at
+//!   all (`NoClassDefFoundError` in the boot layer); leave them
+//!   uninstrumented, or put the probe into `java.base` itself as the
+//!   crate's JDK test does with `--patch-module`.
 
 /// A static method of the probe class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

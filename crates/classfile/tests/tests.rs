@@ -4,6 +4,7 @@
 
 mod support;
 
+mod api;
 mod debug_info;
 mod fixture_programs;
 mod jdk_classes;
