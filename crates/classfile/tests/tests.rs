@@ -7,6 +7,7 @@ mod support;
 mod api;
 mod debug_info;
 mod fixture_programs;
+mod hand_assembled;
 mod jdk_classes;
 mod library_jars;
 mod malformed;
