@@ -12,6 +12,7 @@ mod export;
 mod filter;
 mod progress;
 mod record;
+mod search;
 mod show;
 mod stats;
 mod status;
@@ -61,6 +62,7 @@ enum Command {
     Dataflow(dataflow::DataflowArgs),
     Export(export::ExportArgs),
     Filter(filter::FilterArgs),
+    Search(search::SearchArgs),
 }
 
 fn main() -> ExitCode {
@@ -84,6 +86,7 @@ fn main() -> ExitCode {
         Command::Dataflow(args) => dataflow::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Filter(args) => filter::run(&args),
+        Command::Search(args) => search::run(&args),
     };
     match result {
         Ok(code) => code,

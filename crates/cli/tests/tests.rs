@@ -6,6 +6,7 @@ mod support;
 
 mod dataflow;
 mod errors;
+mod filter;
 mod recording;
 mod recovery;
 mod xml;

@@ -31,7 +31,9 @@
 //!
 //! Class names (`CLASS`, `CLASS2`, `EXC`, the class of a value or monitor)
 //! are in the JVM's form, `Lshop/Inventory$Clerk;`, arrays as descriptors
-//! (`[I`, `[Ljava/lang/String;`), primitives as their letter (`I`).
+//! (`[I`, `[Ljava/lang/String;`), primitives as their letter (`I`), hidden
+//! classes as the JVM writes them (`Lfx/Main$$Lambda.0x0a08;` for
+//! `fx.Main$$Lambda/0x0a08`).
 //!
 //! # Strings
 //!
@@ -518,7 +520,7 @@ pub fn class_to_jvm(dotted: &str) -> String {
         Some(c) => s.push(c),
         None => {
             s.push('L');
-            s.extend(base.chars().map(|c| if c == '.' { '/' } else { c }));
+            s.extend(base.chars().map(swap_separators));
             s.push(';');
         }
     }
@@ -535,7 +537,10 @@ pub fn class_from_jvm(jvm: &str) -> String {
             Some(p) => p.to_string(),
             None => return jvm.to_string(),
         },
-        [b'L', .., b';'] => rest[1..rest.len() - 1].replace('/', "."),
+        [b'L', .., b';'] => rest[1..rest.len() - 1]
+            .chars()
+            .map(swap_separators)
+            .collect(),
         _ => return jvm.to_string(),
     };
     let mut s = base;
@@ -543,6 +548,17 @@ pub fn class_from_jvm(jvm: &str) -> String {
         s.push_str("[]");
     }
     s
+}
+
+/// `.` ↔ `/`: package separators, and the other way round for the `/` in a
+/// hidden class's name (`Foo$$Lambda/0x…` is `LFoo$$Lambda.0x…;` in the
+/// JVM's own descriptors), so the conversion is reversible.
+fn swap_separators(c: char) -> char {
+    match c {
+        '.' => '/',
+        '/' => '.',
+        c => c,
+    }
 }
 
 fn primitive_letter(name: &str) -> Option<char> {
@@ -711,6 +727,10 @@ mod tests {
             ("int", "I"),
             ("?", "L?;"),
             ("I", "LI;"),
+            (
+                "fx.Main$$Lambda/0x00007f4b20000a08",
+                "Lfx/Main$$Lambda.0x00007f4b20000a08;",
+            ),
         ] {
             assert_eq!(class_to_jvm(dotted), jvm);
             assert_eq!(class_from_jvm(jvm), dotted);

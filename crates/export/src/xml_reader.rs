@@ -284,6 +284,7 @@ impl<R: BufRead> XmlTraceReader<R> {
 
     fn read_prolog(&mut self) -> Result<(), XmlError> {
         loop {
+            self.buf.clear();
             let ev = match self.xml.read_event_into(&mut self.buf) {
                 Ok(ev) => ev,
                 Err(e) => return Err(self.xml_err(e)),
@@ -353,6 +354,7 @@ impl<R: BufRead> XmlTraceReader<R> {
             return Ok(None);
         }
         loop {
+            self.buf.clear();
             let ev = match self.xml.read_event_into(&mut self.buf) {
                 Ok(ev) => ev,
                 Err(e) => return Err(self.xml_err(e)),
@@ -386,6 +388,7 @@ impl<R: BufRead> XmlTraceReader<R> {
         slot.text.clear();
         slot.surrogate = None;
         loop {
+            self.buf.clear();
             let ev = match self.xml.read_event_into(&mut self.buf) {
                 Ok(ev) => ev,
                 Err(e) => return Err(self.xml_err(e)),
@@ -516,6 +519,7 @@ impl<R: BufRead> XmlTraceReader<R> {
         }
         let what = vmview_format::EVENT_TYPE_NAMES[ty as usize];
         loop {
+            self.buf.clear();
             let ev = match self.xml.read_event_into(&mut self.buf) {
                 Ok(ev) => ev,
                 Err(e) => return Err(self.xml_err(e)),
