@@ -159,3 +159,41 @@ fn declined_methods_keep_their_code_and_are_reported() {
     );
     assert!(none.methods.is_empty());
 }
+
+#[test]
+fn a_class_whose_constant_pool_is_full_is_left_untouched() {
+    // 3 pool entries per field (name, String, its Utf8) fill the pool to
+    // within a few entries of 65535; the hooks need more than that.
+    let fields = 21_835;
+    let mut src = String::from("public class Crowded {\n");
+    for i in 0..fields {
+        src.push_str(&format!("    static final String F{i} = \"v{i}\";\n"));
+    }
+    src.push_str("    static int id(int x) {\n        return x;\n    }\n}\n");
+    let tmp = TempDir::new("crowded");
+    fs::create_dir_all(tmp.join("src")).unwrap();
+    fs::write(tmp.join("src/Crowded.java"), src).unwrap();
+    Jdk::default().javac(&[tmp.join("src/Crowded.java")], &tmp.join("out"), &[]);
+    let bytes = fs::read(tmp.join("out/Crowded.class")).unwrap();
+    let pool_count = u16::from_be_bytes([bytes[8], bytes[9]]);
+    assert!(pool_count > 65_520, "pool holds only {pool_count} entries");
+
+    let result = instrument(&bytes, &config(), &mut |_| Some(1)).unwrap();
+    assert_eq!(
+        result.outcome,
+        Outcome::Untouched(Untouched::ConstantPoolFull)
+    );
+    assert!(result.methods.is_empty());
+    let reasons: Vec<_> = result
+        .skipped
+        .iter()
+        .map(|s| (s.method.name.as_str(), s.reason.clone()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("<init>", SkipReason::ConstantPoolFull),
+            ("id", SkipReason::ConstantPoolFull)
+        ]
+    );
+}
