@@ -6,14 +6,23 @@ fn assert_clean_error(args: &[&str], needle: &str) {
     let out = run(args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{args:?} should fail");
-    assert!(stderr.contains(needle), "{args:?}: expected {needle:?} in {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: expected {needle:?} in {stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
 }
 
 #[test]
 fn missing_file_is_named() {
-    assert_clean_error(&["show", "/nonexistent/trace.vmv"], "/nonexistent/trace.vmv");
-    assert_clean_error(&["stats", "/nonexistent/trace.vmv"], "/nonexistent/trace.vmv");
+    assert_clean_error(
+        &["show", "/nonexistent/trace.vmv"],
+        "/nonexistent/trace.vmv",
+    );
+    assert_clean_error(
+        &["stats", "/nonexistent/trace.vmv"],
+        "/nonexistent/trace.vmv",
+    );
 }
 
 #[test]
@@ -31,7 +40,11 @@ fn a_file_that_is_not_a_trace_is_rejected() {
 fn a_bad_agent_option_stops_the_jvm_with_one_line_naming_it() {
     let dir = scratch("badopt");
     let out = std::process::Command::new("java")
-        .arg(format!("-agentpath:{}=file={}/t.vmv,evnts=calls", agent().display(), dir.display()))
+        .arg(format!(
+            "-agentpath:{}=file={}/t.vmv,evnts=calls",
+            agent().display(),
+            dir.display()
+        ))
         .arg("-version")
         .output()
         .unwrap();
@@ -50,7 +63,14 @@ fn a_bad_agent_option_stops_the_jvm_with_one_line_naming_it() {
 fn java_not_found_is_explained() {
     agent();
     let dir = scratch("nojava");
-    let out = run(&["record", "-o", path_str(&dir.join("t.vmv")), "--", "/no/such/java", "-version"]);
+    let out = run(&[
+        "record",
+        "-o",
+        path_str(&dir.join("t.vmv")),
+        "--",
+        "/no/such/java",
+        "-version",
+    ]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("/no/such/java"), "{stderr}");

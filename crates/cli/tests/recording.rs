@@ -23,19 +23,36 @@ fn params(ev: &Value) -> Vec<(String, String, Value)> {
 fn call_records_parameter_names_types_and_values() {
     let rec = record(&["--classes", "fx.Params*"], &[], "fx.Params", &[]);
     assert!(rec.output.status.success(), "stderr: {}", rec.stderr());
-    assert_eq!(rec.stdout(), "all=45\nbox:cupx5\n", "the program's output must not change");
+    assert_eq!(
+        rec.stdout(),
+        "all=45\nbox:cupx5\n",
+        "the program's output must not change"
+    );
     let events = rec.events();
 
     let call = find(&events, "CALL", "all");
     assert_eq!(call["class"], "fx.Params");
-    assert_eq!(call["sig"], "(IJDZCLjava/lang/String;Ljava/lang/String;[ILjava/lang/Object;)I");
+    assert_eq!(
+        call["sig"],
+        "(IJDZCLjava/lang/String;Ljava/lang/String;[ILjava/lang/Object;)I"
+    );
     let p = params(call);
     let names: Vec<&str> = p.iter().map(|(n, _, _)| n.as_str()).collect();
     assert_eq!(names, ["i", "l", "d", "b", "c", "s", "none", "arr", "obj"]);
     let types: Vec<&str> = p.iter().map(|(_, t, _)| t.as_str()).collect();
     assert_eq!(
         types,
-        ["int", "long", "double", "boolean", "char", "java.lang.String", "java.lang.String", "int[]", "java.lang.Object"]
+        [
+            "int",
+            "long",
+            "double",
+            "boolean",
+            "char",
+            "java.lang.String",
+            "java.lang.String",
+            "int[]",
+            "java.lang.Object"
+        ]
     );
     assert_eq!(p[0].2, json!(42));
     assert_eq!(p[1].2, json!(1234567890123i64));
@@ -50,7 +67,10 @@ fn call_records_parameter_names_types_and_values() {
 
     let ret = find(&events, "RETURN", "all");
     assert_eq!(ret["value"], json!(45));
-    assert!(ret["elapsed_ns"].as_u64().is_some(), "RETURN has elapsed_ns: {ret}");
+    assert!(
+        ret["elapsed_ns"].as_u64().is_some(),
+        "RETURN has elapsed_ns: {ret}"
+    );
     assert!(ret["id"].as_u64() > call["id"].as_u64());
 
     // Constructors are traced as <init>, with their parameters.
@@ -58,13 +78,19 @@ fn call_records_parameter_names_types_and_values() {
         .iter()
         .find(|e| e["type"] == "CALL" && e["method"] == "<init>" && e["class"] == "fx.Params")
         .expect("CALL of the fx.Params constructor");
-    assert_eq!(params(init)[0], ("label".into(), "java.lang.String".into(), json!("box")));
+    assert_eq!(
+        params(init)[0],
+        ("label".into(), "java.lang.String".into(), json!("box"))
+    );
     assert_eq!(params(init)[1], ("size".into(), "int".into(), json!(7)));
 
     // A boxed Integer is shown by value, and a String return value by content.
     let describe = find(&events, "CALL", "describe");
     assert_eq!(params(describe)[1].2, json!(5));
-    assert_eq!(find(&events, "RETURN", "describe")["value"], json!("box:cupx5"));
+    assert_eq!(
+        find(&events, "RETURN", "describe")["value"],
+        json!("box:cupx5")
+    );
 }
 
 #[test]
@@ -73,9 +99,16 @@ fn no_call_event_names_a_class_outside_the_trace_classes() {
     assert!(rec.output.status.success(), "stderr: {}", rec.stderr());
     let events = rec.events();
     let calls = of_type(&events, "CALL");
-    assert!(calls.len() >= 3, "expected the fixture's calls, got {}", calls.len());
+    assert!(
+        calls.len() >= 3,
+        "expected the fixture's calls, got {}",
+        calls.len()
+    );
     for e in calls.iter().chain(of_type(&events, "RETURN").iter()) {
-        assert_eq!(e["class"], "fx.Params", "traced a class outside --classes: {e}");
+        assert_eq!(
+            e["class"], "fx.Params",
+            "traced a class outside --classes: {e}"
+        );
     }
 }
 
@@ -99,7 +132,10 @@ fn exception_thrown_three_frames_deep_names_its_catch_site() {
     // level3, level2 and level1 each return by the exception.
     for m in ["level3", "level2", "level1"] {
         let ret = find(&events, "RETURN", m);
-        assert_eq!(ret["exception"], "java.lang.IllegalArgumentException", "{ret}");
+        assert_eq!(
+            ret["exception"], "java.lang.IllegalArgumentException",
+            "{ret}"
+        );
     }
     let caught = events
         .iter()
@@ -117,7 +153,10 @@ fn exception_thrown_inside_the_jdk_and_swallowed_by_a_trace_class_is_visible() {
         .iter()
         .find(|e| e["type"] == "THROW" && e["exception"] == "java.lang.NumberFormatException")
         .expect("THROW of the NumberFormatException from Integer.parseInt");
-    assert_eq!(throw["class"], "java.lang.Integer", "thrown by the JDK: {throw}");
+    assert_eq!(
+        throw["class"], "java.lang.Integer",
+        "thrown by the JDK: {throw}"
+    );
     assert_eq!(throw["method"], "parseInt");
     assert_eq!(throw["catch_class"], "fx.Exceptions");
     assert_eq!(throw["catch_method"], "parse");
@@ -128,22 +167,35 @@ fn exception_thrown_inside_the_jdk_and_swallowed_by_a_trace_class_is_visible() {
         .expect("CATCH in parse");
     assert_eq!(caught["method"], "parse");
     // No JDK method becomes a CALL.
-    assert!(of_type(&events, "CALL").iter().all(|e| e["class"] == "fx.Exceptions"));
+    assert!(of_type(&events, "CALL")
+        .iter()
+        .all(|e| e["class"] == "fx.Exceptions"));
 }
 
 #[test]
 fn uncaught_exception_ending_a_thread_has_no_catch_site() {
     let rec = record(&["--classes", "fx.Exceptions"], &[], "fx.Exceptions", &[]);
-    assert!(rec.stderr().contains("thread ends here"), "the JVM still reports the uncaught exception");
+    assert!(
+        rec.stderr().contains("thread ends here"),
+        "the JVM still reports the uncaught exception"
+    );
     let events = rec.events();
     let throw = events
         .iter()
-        .find(|e| e["type"] == "THROW" && e["exception"] == "java.lang.UnsupportedOperationException")
+        .find(|e| {
+            e["type"] == "THROW" && e["exception"] == "java.lang.UnsupportedOperationException"
+        })
         .expect("THROW of the uncaught exception");
     assert_eq!(throw["thread"], "doomed");
     assert_eq!(throw["method"], "boom");
-    assert!(throw["catch_class"].is_null() && throw["catch_method"].is_null(), "{throw}");
-    assert!(throw.get("catch_loc").is_some(), "catch_loc is present as null: {throw}");
+    assert!(
+        throw["catch_class"].is_null() && throw["catch_method"].is_null(),
+        "{throw}"
+    );
+    assert!(
+        throw.get("catch_loc").is_some(),
+        "catch_loc is present as null: {throw}"
+    );
     let end = events
         .iter()
         .find(|e| e["type"] == "THREAD_END" && e["thread"] == "doomed")
@@ -158,19 +210,33 @@ fn monitor_contention_between_three_threads_has_owners_and_wait_times() {
     let events = rec.events();
     let enters = of_type(&events, "MONITOR_CONTENDED_ENTER");
     let entered = of_type(&events, "MONITOR_CONTENDED_ENTERED");
-    assert!(enters.len() >= 2, "at least two of three workers wait: {enters:?}");
+    assert!(
+        enters.len() >= 2,
+        "at least two of three workers wait: {enters:?}"
+    );
     assert_eq!(enters.len(), entered.len());
     for e in &enters {
-        assert!(e["monitor"].as_str().unwrap_or("").starts_with("java.lang.Object@"), "{e}");
+        assert!(
+            e["monitor"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("java.lang.Object@"),
+            "{e}"
+        );
         let owner = e["owner"].as_str().expect("owner thread named");
         assert!(owner.starts_with("worker-") && owner != e["thread"], "{e}");
     }
     for e in &entered {
         let wait = e["wait_ns"].as_u64().expect("wait_ns");
-        assert!(wait > 10_000_000, "waited at least part of a 60 ms hold: {e}");
+        assert!(
+            wait > 10_000_000,
+            "waited at least part of a 60 ms hold: {e}"
+        );
     }
-    let waiting_threads: std::collections::BTreeSet<&str> =
-        entered.iter().map(|e| e["thread"].as_str().unwrap()).collect();
+    let waiting_threads: std::collections::BTreeSet<&str> = entered
+        .iter()
+        .map(|e| e["thread"].as_str().unwrap())
+        .collect();
     assert_eq!(waiting_threads.len(), entered.len(), "each waiter once");
 }
 
@@ -183,7 +249,10 @@ fn hello_world_traced_with_its_own_class_gives_a_handful_of_events() {
         events.len() < 40,
         "a handful of events, got {}: {:?}",
         events.len(),
-        events.iter().map(|e| e["type"].as_str().unwrap_or("")).collect::<Vec<_>>()
+        events
+            .iter()
+            .map(|e| e["type"].as_str().unwrap_or(""))
+            .collect::<Vec<_>>()
     );
     let calls = of_type(&events, "CALL");
     assert_eq!(calls.len(), 1);
@@ -206,12 +275,25 @@ fn recording_keeps_the_jvm_exit_code_and_output() {
 
 #[test]
 fn check_jni_reports_no_warnings_under_the_agent() {
-    let rec = record(&["--classes", "fx.*", "--events", "calls,exceptions,threads,classes,locks,gc"], &["-Xcheck:jni"], "fx.Exceptions", &[]);
+    let rec = record(
+        &[
+            "--classes",
+            "fx.*",
+            "--events",
+            "calls,exceptions,threads,classes,locks,gc",
+        ],
+        &["-Xcheck:jni"],
+        "fx.Exceptions",
+        &[],
+    );
     let err = rec.stderr();
     assert!(!err.contains("WARNING"), "-Xcheck:jni complained: {err}");
     assert!(!err.contains("FATAL"), "-Xcheck:jni complained: {err}");
     let events = rec.events();
-    assert!(!of_type(&events, "CLASS_LOAD").is_empty(), "classes event asked for");
+    assert!(
+        !of_type(&events, "CLASS_LOAD").is_empty(),
+        "classes event asked for"
+    );
 }
 
 #[test]
@@ -221,7 +303,10 @@ fn text_output_labels_fields_like_vmview() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("THROW"), "{text}");
-    assert!(text.contains("java.lang.IllegalArgumentException"), "{text}");
+    assert!(
+        text.contains("java.lang.IllegalArgumentException"),
+        "{text}"
+    );
     assert!(text.contains("too deep: 3"), "{text}");
 }
 
@@ -231,7 +316,14 @@ fn show_id_and_around_print_the_event_in_its_context() {
     let events = rec.events();
     let target = find(&events, "CALL", "describe")["id"].as_u64().unwrap();
     let t = target.to_string();
-    let out = run(&["show", path_str(&rec.trace), "--format", "jsonl", "--id", &t]);
+    let out = run(&[
+        "show",
+        path_str(&rec.trace),
+        "--format",
+        "jsonl",
+        "--id",
+        &t,
+    ]);
     let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -239,12 +331,28 @@ fn show_id_and_around_print_the_event_in_its_context() {
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["id"], json!(target));
 
-    let out = run(&["show", path_str(&rec.trace), "--format", "jsonl", "--around", &t, "--context", "2"]);
+    let out = run(&[
+        "show",
+        path_str(&rec.trace),
+        "--format",
+        "jsonl",
+        "--around",
+        &t,
+        "--context",
+        "2",
+    ]);
     let ids: Vec<u64> = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].as_u64().unwrap())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_u64()
+                .unwrap()
+        })
         .collect();
-    let pos = events.iter().position(|e| e["id"] == json!(target)).unwrap();
+    let pos = events
+        .iter()
+        .position(|e| e["id"] == json!(target))
+        .unwrap();
     let expected: Vec<u64> = events[pos.saturating_sub(2)..(pos + 3).min(events.len())]
         .iter()
         .map(|e| e["id"].as_u64().unwrap())
@@ -256,11 +364,21 @@ fn show_id_and_around_print_the_event_in_its_context() {
 fn stats_counts_events_exceptions_and_methods() {
     let rec = record(&["--classes", "fx.Exceptions"], &[], "fx.Exceptions", &[]);
     let out = run(&["stats", path_str(&rec.trace), "--format", "json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stats: Value = serde_json::from_slice(&out.stdout).expect("stats JSON");
     let text = stats.to_string();
-    assert!(text.contains("java.lang.IllegalArgumentException"), "{text}");
-    assert!(text.contains("java.lang.UnsupportedOperationException"), "{text}");
+    assert!(
+        text.contains("java.lang.IllegalArgumentException"),
+        "{text}"
+    );
+    assert!(
+        text.contains("java.lang.UnsupportedOperationException"),
+        "{text}"
+    );
     assert!(text.contains("level3"), "{text}");
     let out = run(&["stats", path_str(&rec.trace)]);
     let text = String::from_utf8_lossy(&out.stdout);

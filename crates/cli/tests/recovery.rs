@@ -13,7 +13,12 @@ fn start_loop(name: &str, opts: &str, args: &[&str]) -> (std::process::Child, st
     let dir = scratch(name);
     let trace = dir.join("trace.vmv");
     let child = Command::new("java")
-        .arg(format!("-agentpath:{}=file={},{}", agent().display(), trace.display(), opts))
+        .arg(format!(
+            "-agentpath:{}=file={},{}",
+            agent().display(),
+            trace.display(),
+            opts
+        ))
         .arg("-cp")
         .arg(classes())
         .arg("fx.Loop")
@@ -26,7 +31,10 @@ fn start_loop(name: &str, opts: &str, args: &[&str]) -> (std::process::Child, st
 }
 
 fn ids(events: &[Value]) -> Vec<u64> {
-    events.iter().map(|e| e["id"].as_u64().expect("id")).collect()
+    events
+        .iter()
+        .map(|e| e["id"].as_u64().expect("id"))
+        .collect()
 }
 
 #[test]
@@ -34,7 +42,9 @@ fn sigkilled_jvm_leaves_a_trace_whose_complete_chunks_all_read_back() {
     for round in 0..3 {
         let (mut child, trace) = start_loop("sigkill", "classes=fx.Loop,flush=100ms", &[]);
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
         assert_eq!(line, "started\n");
         // Kill at a different moment each round, after a few flushes.
         std::thread::sleep(Duration::from_millis(700 + 230 * round));
@@ -42,19 +52,35 @@ fn sigkilled_jvm_leaves_a_trace_whose_complete_chunks_all_read_back() {
         child.wait().unwrap();
 
         let out = run(&["show", path_str(&trace), "--format", "jsonl"]);
-        assert!(out.status.success(), "a killed JVM's trace is readable: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "a killed JVM's trace is readable: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
-        assert!(events.len() > 100, "round {round}: several flushes' worth of events, got {}", events.len());
+        assert!(
+            events.len() > 100,
+            "round {round}: several flushes' worth of events, got {}",
+            events.len()
+        );
         // Nothing lost in the middle: ids run 1, 2, 3 … without a gap.
         let ids = ids(&events);
-        assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>(), "round {round}");
-        assert!(of_type(&events, "CALL").iter().all(|e| e["method"] == "work" || e["method"] == "main"));
+        assert_eq!(
+            ids,
+            (1..=ids.len() as u64).collect::<Vec<_>>(),
+            "round {round}"
+        );
+        assert!(of_type(&events, "CALL")
+            .iter()
+            .all(|e| e["method"] == "work" || e["method"] == "main"));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            stderr.contains("did not finish") || stderr.contains("truncated") || stderr.contains("index"),
+            stderr.contains("did not finish")
+                || stderr.contains("truncated")
+                || stderr.contains("index"),
             "round {round}: says the recording did not end cleanly: {stderr}"
         );
     }
@@ -71,7 +97,11 @@ fn one_corrupted_byte_names_its_chunk_and_the_other_chunks_still_read() {
         let mut r = vmview_format::TraceReader::open(&trace).expect("open trace");
         r.index().expect("index").clone()
     };
-    assert!(index.chunks.len() >= 4, "need several chunks, got {}", index.chunks.len());
+    assert!(
+        index.chunks.len() >= 4,
+        "need several chunks, got {}",
+        index.chunks.len()
+    );
     let victim = &index.chunks[1];
     let mut bytes = std::fs::read(&trace).unwrap();
     let at = (victim.offset + victim.len / 2) as usize;
@@ -90,6 +120,13 @@ fn one_corrupted_byte_names_its_chunk_and_the_other_chunks_still_read() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let lost: Vec<u64> = (victim.first_id..=victim.last_id).collect();
-    let expected: Vec<u64> = ids(&before).into_iter().filter(|id| !lost.contains(id)).collect();
-    assert_eq!(ids(&after), expected, "every event outside the damaged chunk reads back");
+    let expected: Vec<u64> = ids(&before)
+        .into_iter()
+        .filter(|id| !lost.contains(id))
+        .collect();
+    assert_eq!(
+        ids(&after),
+        expected,
+        "every event outside the damaged chunk reads back"
+    );
 }
