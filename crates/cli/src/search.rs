@@ -79,6 +79,7 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<ExitCode> {
     let total = std::fs::metadata(&args.trace).map_or(0, |m| m.len());
     let mut progress = Progress::new(total, "searching");
     let (first_id, last_id) = filter.id_bounds();
+    input.set_type_mask(filter.type_mask());
     let mut read: u64 = 0;
     let mut hits: u64 = 0;
     let result = (|| -> anyhow::Result<()> {

@@ -22,6 +22,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufRead, Read};
 
 use quick_xml::events::{BytesStart, Event as XmlEvent};
@@ -104,6 +105,14 @@ enum Child {
 const CHILDREN: usize = 24;
 
 impl Child {
+    fn name(self) -> &'static str {
+        [
+            "THRD", "CLASS", "MTD", "SIG", "LOC", "CLASS2", "MTD2", "SIG2", "LOC2", "DEPTH",
+            "ELAPSED", "EXC", "MSG", "LOADER", "SRC", "MON", "OWNER", "WAIT", "TIMEOUT",
+            "TIMEDOUT", "DURATION", "COUNT", "VALUE", "PARAM",
+        ][self as usize]
+    }
+
     fn from_name(n: &[u8]) -> Option<Child> {
         Some(match n {
             b"THRD" => Child::Thrd,
@@ -199,11 +208,16 @@ pub struct XmlTraceReader<R: BufRead> {
     buf: Vec<u8>,
     header: TraceHeader,
     symbols: SymbolTable,
-    strings: HashMap<String, StringId>,
-    /// `class \0 name \0 sig` → method.
-    methods: HashMap<String, MethodId>,
+    strings: FxMap<String, StringId>,
+    /// Class names as written (JVM form or dotted) → interned dotted name.
+    classes: FxMap<String, StringId>,
+    /// `class \0 name \0 sig` as written → method.
+    methods: FxMap<String, MethodId>,
     /// Threads named by text only (no `TID`).
-    threads_by_name: HashMap<String, ThreadRef>,
+    threads_by_name: FxMap<String, ThreadRef>,
+    /// Event types to return (bit = index in `EVENT_TYPE_NAMES`); the others
+    /// are skipped without being decoded.
+    type_mask: u16,
     /// `thread_defined[t]`: a symbol exists for handle `t`.
     thread_defined: Vec<bool>,
     next_auto_thread: u32,
@@ -232,9 +246,11 @@ impl<R: BufRead> XmlTraceReader<R> {
                 ..TraceHeader::default()
             },
             symbols: SymbolTable::default(),
-            strings: HashMap::new(),
-            methods: HashMap::new(),
-            threads_by_name: HashMap::new(),
+            strings: FxMap::default(),
+            classes: FxMap::default(),
+            methods: FxMap::default(),
+            threads_by_name: FxMap::default(),
+            type_mask: u16::MAX,
             thread_defined: Vec::new(),
             next_auto_thread: 0,
             redefined: Vec::new(),
@@ -261,6 +277,13 @@ impl<R: BufRead> XmlTraceReader<R> {
     /// Bytes of the document consumed so far (for progress).
     pub fn position(&self) -> u64 {
         self.xml.buffer_position()
+    }
+
+    /// Return only events whose type bit (index in `EVENT_TYPE_NAMES`) is
+    /// set; others are skipped over without decoding their fields, which
+    /// is how a filter on event types reads XML fast.
+    pub fn set_type_mask(&mut self, mask: u16) {
+        self.type_mask = mask;
     }
 
     /// Methods whose symbol changed since the last call (a CALL named the
@@ -496,6 +519,12 @@ impl<R: BufRead> XmlTraceReader<R> {
                     self.define_thread(sym);
                 }
                 Top::Event { ty, id, time_ns } => {
+                    if self.type_mask & (1 << ty) == 0 {
+                        if !elem.empty {
+                            self.skip_element(ty)?;
+                        }
+                        continue;
+                    }
                     self.read_children(ty, elem.empty)?;
                     let at = self.pos();
                     let kind = self.build_kind(ty, at)?;
@@ -508,6 +537,19 @@ impl<R: BufRead> XmlTraceReader<R> {
                     }));
                 }
             }
+        }
+    }
+
+    /// Skips to the end of the event element just started.
+    fn skip_element(&mut self, ty: u8) -> Result<(), XmlError> {
+        let name = vmview_format::EVENT_TYPE_NAMES[ty as usize];
+        self.buf.clear();
+        match self
+            .xml
+            .read_to_end_into(quick_xml::name::QName(name.as_bytes()), &mut self.buf)
+        {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.xml_err(e)),
         }
     }
 
@@ -565,15 +607,14 @@ impl<R: BufRead> XmlTraceReader<R> {
                         .map(|t| parse_num(&t, "LINE", at))
                         .transpose()?;
                 }
-                Child::Value | Child::Param => slot.attrs = value_attrs(&s, at)?,
+                Child::Value | Child::Param => value_attrs(&s, at, &mut slot.attrs)?,
                 _ => {}
             }
             if empty {
                 slot.text.clear();
                 slot.surrogate = None;
             } else {
-                let tag = name_of(s.name().as_ref());
-                self.read_text(&mut slot, &tag)?;
+                self.read_text(&mut slot, child.name())?;
             }
             if child == Child::Param {
                 self.params.push(slot);
@@ -605,55 +646,64 @@ impl<R: BufRead> XmlTraceReader<R> {
         id
     }
 
-    fn intern_class(&mut self, jvm: &str) -> StringId {
-        let dotted = class_from_jvm(jvm);
-        self.intern(&dotted)
+    fn intern_class(&mut self, written: &str) -> StringId {
+        if let Some(&id) = self.classes.get(written) {
+            return id;
+        }
+        let id = self.intern(&class_from_jvm(written));
+        self.classes.insert(written.to_string(), id);
+        id
     }
 
-    /// The method named by CLASS, MTD, SIG (or their `2` forms).
-    fn method(&mut self, second: bool, params: Option<Vec<String>>) -> MethodId {
+    /// The names of the current CALL's parameters (`argN` where absent).
+    fn param_names(&self) -> Vec<String> {
+        self.params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| p.attrs.name.clone().unwrap_or_else(|| format!("arg{i}")))
+            .collect()
+    }
+
+    /// The method named by CLASS, MTD, SIG (or their `2` forms); with
+    /// `call`, the current CALL's PARAM names complete its symbol.
+    fn method(&mut self, second: bool, call: bool) -> MethodId {
         let (c, m, s) = if second {
             (Child::Class2, Child::Mtd2, Child::Sig2)
         } else {
             (Child::Class, Child::Mtd, Child::Sig)
         };
-        let class = class_from_jvm(self.text(c).unwrap_or("?"));
         let mut key = std::mem::take(&mut self.key);
         key.clear();
-        key.push_str(&class);
+        key.push_str(self.text(c).unwrap_or("?"));
         key.push('\0');
         key.push_str(self.text(m).unwrap_or("?"));
         key.push('\0');
         key.push_str(self.text(s).unwrap_or("?"));
         let id = match self.methods.get(&key) {
             Some(&id) => {
-                if let Some(names) = params {
-                    let current = self.symbols.method(id).map_or(0, |m| m.param_names.len());
-                    if current < names.len() {
-                        let mut sym = self.symbols.method(id).cloned();
-                        if let Some(sym) = sym.as_mut() {
-                            sym.param_names = names.iter().map(|n| self.intern(n)).collect();
-                            self.symbols.insert(Symbol::Method(sym.clone()));
-                            self.redefined.push(id);
-                        }
+                let current = self.symbols.method(id).map_or(0, |m| m.param_names.len());
+                if call && current < self.params.len() {
+                    let names = self.param_names();
+                    if let Some(mut sym) = self.symbols.method(id).cloned() {
+                        sym.param_names = names.iter().map(|n| self.intern(n)).collect();
+                        self.symbols.insert(Symbol::Method(sym));
+                        self.redefined.push(id);
                     }
                 }
                 id
             }
             None => {
                 let id = MethodId(self.methods.len() as u32);
+                let class = self.text(c).unwrap_or("?").to_string();
                 let name = self.text(m).unwrap_or("?").to_string();
                 let sig = self.text(s).unwrap_or("?").to_string();
+                let names = if call { self.param_names() } else { Vec::new() };
                 let sym = MethodSymbol {
                     id,
-                    class: self.intern(&class),
+                    class: self.intern_class(&class),
                     name: self.intern(&name),
                     sig: self.intern(&sig),
-                    param_names: params
-                        .unwrap_or_default()
-                        .iter()
-                        .map(|n| self.intern(n))
-                        .collect(),
+                    param_names: names.iter().map(|n| self.intern(n)).collect(),
                     modifiers: 0,
                 };
                 self.symbols.insert(Symbol::Method(sym));
@@ -734,6 +784,17 @@ impl<R: BufRead> XmlTraceReader<R> {
     /// when no THREAD element did).
     fn child_thread(&mut self, c: Child, at: u64) -> Result<ThreadRef, XmlError> {
         let tid = self.slots[c as usize].num.filter(|_| self.has(c));
+        if let Some(t) = tid {
+            let t = self.checked_tid(t, at)?;
+            if self
+                .thread_defined
+                .get(t.0 as usize)
+                .copied()
+                .unwrap_or(false)
+            {
+                return Ok(t);
+            }
+        }
         let name = self.text(c).unwrap_or("?").to_string();
         let t = match tid {
             Some(t) => self.checked_tid(t, at)?,
@@ -791,15 +852,9 @@ impl<R: BufRead> XmlTraceReader<R> {
                 }
             }
             3 => {
-                let names: Vec<String> = self
-                    .params
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| p.attrs.name.clone().unwrap_or_else(|| format!("arg{i}")))
-                    .collect();
-                let method = self.method(false, Some(names));
+                let method = self.method(false, true);
                 let caller = if self.has(C::Class2) || self.has(C::Mtd2) {
-                    let m = self.method(true, None);
+                    let m = self.method(true, false);
                     Some((m, self.loc(C::Loc2, at)?))
                 } else {
                     None
@@ -818,7 +873,7 @@ impl<R: BufRead> XmlTraceReader<R> {
                 }
             }
             4 => {
-                let method = self.method(false, None);
+                let method = self.method(false, false);
                 let outcome = if self.has(C::Value) {
                     let slot = std::mem::take(&mut self.slots[C::Value as usize]);
                     let v = self.value(&slot, at);
@@ -841,9 +896,9 @@ impl<R: BufRead> XmlTraceReader<R> {
             5 => {
                 let exc = self.text(C::Exc).unwrap_or("?").to_string();
                 let message = self.text(C::Msg).map(str::to_string);
-                let method = self.method(false, None);
+                let method = self.method(false, false);
                 let catch = if self.has(C::Class2) || self.has(C::Mtd2) {
-                    let m = self.method(true, None);
+                    let m = self.method(true, false);
                     Some((m, self.loc(C::Loc2, at)?))
                 } else {
                     None
@@ -860,7 +915,7 @@ impl<R: BufRead> XmlTraceReader<R> {
                 let exc = self.text(C::Exc).unwrap_or("?").to_string();
                 EventKind::Catch {
                     exception: self.intern_class(&exc),
-                    method: self.method(false, None),
+                    method: self.method(false, false),
                     loc: self.loc(C::Loc, at)?,
                 }
             }
@@ -983,8 +1038,18 @@ fn attr(s: &BytesStart<'_>, key: &[u8], at: u64) -> Result<Option<String>, XmlEr
     Ok(None)
 }
 
-fn value_attrs(s: &BytesStart<'_>, at: u64) -> Result<ValueAttrs, XmlError> {
-    let mut v = ValueAttrs::default();
+fn value_attrs(s: &BytesStart<'_>, at: u64, v: &mut ValueAttrs) -> Result<(), XmlError> {
+    for slot in [
+        &mut v.name,
+        &mut v.kind,
+        &mut v.boxed,
+        &mut v.class,
+        &mut v.len,
+        &mut v.hash,
+        &mut v.full,
+    ] {
+        *slot = None;
+    }
     for a in s.attributes() {
         let a = a.map_err(|e| err(at, format!("malformed attribute: {e}")))?;
         let slot = match a.key.as_ref() {
@@ -1002,7 +1067,7 @@ fn value_attrs(s: &BytesStart<'_>, at: u64) -> Result<ValueAttrs, XmlError> {
             .map_err(|e| err(at, format!("malformed attribute value: {e}")))?;
         *slot = Some(val.into_owned());
     }
-    Ok(v)
+    Ok(())
 }
 
 fn trace_attrs(s: &BytesStart<'_>, at: u64, header: &mut TraceHeader) -> Result<(), XmlError> {
@@ -1074,6 +1139,42 @@ fn top_elem(s: &BytesStart<'_>, empty: bool, at: u64) -> Result<Elem, XmlError> 
     };
     Ok(Elem { top, empty })
 }
+
+/// FxHash (rustc's): names are short and not attacker-chosen in a way that
+/// matters here (a slow lookup, not a wrong one), and SipHash would cost
+/// more than parsing them.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+        }
+        for &b in chunks.remainder() {
+            self.add(u64::from(b));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, b: u8) {
+        self.add(u64::from(b));
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// The XML reader's errors carry their place; this builds one.
 fn err(offset: u64, message: impl Into<String>) -> XmlError {
