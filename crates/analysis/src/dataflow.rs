@@ -33,6 +33,9 @@
 //!   merges neighbours, doubling the error bound each time, so the error
 //!   can grow but the memory cannot (values from 1 to 100,000 end within
 //!   1.6 %). [`NumberStats::percentiles_exact`] says which.
+//! - **Distinct values** are counted exactly while the frequent-value table
+//!   holds them all, then estimated with a 1024-register HyperLogLog
+//!   (standard error 3.3 %).
 //! - **Lengths** of Strings (the full length, also when the agent cut the
 //!   content) and arrays: count, min, max, mean, exact.
 //! - **Types**: at most [`MAX_TYPES`] runtime types are named per profile;
@@ -120,8 +123,9 @@ pub struct ValueProfile {
     pub top: Vec<ValueCount>,
     /// Non-null, readable values not in `top`.
     pub other: u64,
-    /// Distinct non-null values seen; a lower bound when `distinct_exact`
-    /// is false (more than [`TRACKED_VALUES`] were seen).
+    /// Distinct non-null values seen: exact while at most
+    /// [`TRACKED_VALUES`] were seen (`distinct_exact`), else a HyperLogLog
+    /// estimate (1024 registers: standard error 3.3 %).
     pub distinct: u64,
     pub distinct_exact: bool,
     /// For numeric values (byte, short, int, long, float, double and their
@@ -464,6 +468,9 @@ struct ValueAcc {
     /// Highest count dropped from `tracked` (0: nothing dropped yet).
     floor: u64,
     evicted: bool,
+    /// HyperLogLog registers over every value's hash, for the distinct
+    /// count once `tracked` can no longer give it.
+    sketch: DistinctSketch,
     seq: u64,
     numbers: Option<NumberAcc>,
     lengths: Option<LengthAcc>,
@@ -562,6 +569,7 @@ impl ValueAcc {
     }
 
     fn add_value(&mut self, key: ValueKey) {
+        self.sketch.add(&key);
         if let Some(t) = self.tracked.get_mut(&key) {
             t.count += 1;
             return;
@@ -615,7 +623,12 @@ impl ValueAcc {
             .collect();
         types.sort_by_key(|t| std::cmp::Reverse(t.1));
 
-        let distinct = self.tracked.len() as u64;
+        let distinct = if self.evicted {
+            // More than TRACKED_VALUES were seen, whatever the estimate says.
+            self.sketch.estimate().max(TRACKED_VALUES as u64 + 1)
+        } else {
+            self.tracked.len() as u64
+        };
         let mut tracked: Vec<(ValueKey, Tracked)> = self.tracked.into_iter().collect();
         tracked.sort_by(|a, b| b.1.count.cmp(&a.1.count).then(a.1.seq.cmp(&b.1.seq)));
         tracked.truncate(top);
@@ -688,6 +701,58 @@ fn seen_value(key: ValueKey, syms: &SymbolTable) -> SeenValue {
     }
 }
 
+/// A HyperLogLog distinct-value counter with 1024 one-byte registers
+/// (standard error 1.04/√1024 ≈ 3.3 %).
+///
+/// Keys are hashed with SipHash under fixed keys (`DefaultHasher::new`), so
+/// the same trace always gives the same estimate.
+#[derive(Debug)]
+struct DistinctSketch {
+    registers: Box<[u8; 1024]>,
+}
+
+impl Default for DistinctSketch {
+    fn default() -> Self {
+        DistinctSketch {
+            registers: Box::new([0; 1024]),
+        }
+    }
+}
+
+impl DistinctSketch {
+    fn add(&mut self, key: &ValueKey) {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        key.hash(&mut h);
+        let h = h.finish();
+        let index = (h >> 54) as usize;
+        // Leading zeros of the remaining 54 bits, plus one (a sentinel bit
+        // caps it at 55).
+        let rank = ((h << 10) | (1 << 9)).leading_zeros() as u8 + 1;
+        let r = &mut self.registers[index];
+        *r = (*r).max(rank);
+    }
+
+    fn estimate(&self) -> u64 {
+        let m = self.registers.len() as f64;
+        let alpha = 0.7213 / (1.0 + 1.079 / m);
+        let sum: f64 = self
+            .registers
+            .iter()
+            .map(|&r| 2f64.powi(-i32::from(r)))
+            .sum();
+        let raw = alpha * m * m / sum;
+        let zeros = self.registers.iter().filter(|&&r| r == 0).count();
+        let e = if raw <= 2.5 * m && zeros > 0 {
+            // Linear counting is more accurate for small cardinalities.
+            m * (m / zeros as f64).ln()
+        } else {
+            raw
+        };
+        e.round() as u64
+    }
+}
+
 #[derive(Debug, Default)]
 struct NumberAcc {
     count: u64,
@@ -696,6 +761,9 @@ struct NumberAcc {
     max: Option<Number>,
     int_sum: i128,
     float_sum: f64,
+    /// Floating-point numbers among them (0: histogram percentiles are
+    /// reported as integers).
+    floats: u64,
     /// All numbers, until there are more than [`EXACT_NUMBERS`].
     exact: Vec<Number>,
     histogram: Option<Histogram>,
@@ -709,7 +777,10 @@ impl NumberAcc {
                 return;
             }
             Number::Int(i) => self.int_sum += i128::from(i),
-            Number::Float(f) => self.float_sum += f,
+            Number::Float(f) => {
+                self.float_sum += f;
+                self.floats += 1;
+            }
         }
         self.count += 1;
         if !matches!(self.min, Some(m) if n.total_cmp(&m).is_ge()) {
@@ -743,9 +814,16 @@ impl NumberAcc {
                 (at(50), at(90), at(99), true)
             }
             Some(h) => {
+                let integers = self.floats == 0;
                 let at = |p: u64| {
-                    let v = h.value_at_rank(nearest_rank(p, self.count));
-                    Number::Float(v.clamp(min.as_f64(), max.as_f64()))
+                    let v = h
+                        .value_at_rank(nearest_rank(p, self.count), integers)
+                        .clamp(min.as_f64(), max.as_f64());
+                    if integers {
+                        Number::Int(v as i64)
+                    } else {
+                        Number::Float(v)
+                    }
                 };
                 (at(50), at(90), at(99), false)
             }
@@ -815,29 +893,35 @@ impl Histogram {
     }
 
     /// The midpoint of the bucket holding the value of 1-based rank `rank`.
-    fn value_at_rank(&self, rank: u64) -> f64 {
+    /// (With `integers`, the middle integer of the bucket.)
+    fn value_at_rank(&self, rank: u64, integers: bool) -> f64 {
         let mut seen = 0;
         for (&k, &n) in &self.buckets {
             seen += n;
             if seen >= rank {
-                return self.midpoint(k);
+                return self.midpoint(k, integers);
             }
         }
         self.buckets
             .keys()
             .last()
-            .map_or(0.0, |&k| self.midpoint(k))
+            .map_or(0.0, |&k| self.midpoint(k, integers))
     }
 
-    fn midpoint(&self, k: i64) -> f64 {
+    fn midpoint(&self, k: i64, integers: bool) -> f64 {
         let shift = 52 - self.precision;
+        // The middle of the magnitude range [lo, hi) of bucket m.
         let mid = |m: i64| {
             let lo = f64::from_bits((m as u64) << shift);
             let hi = f64::from_bits(((m + 1) as u64) << shift);
-            if hi.is_finite() {
-                lo + (hi - lo) / 2.0
-            } else {
+            if !hi.is_finite() {
                 lo
+            } else if integers {
+                // The integers in [lo, hi) are ceil(lo) ..= ceil(hi) - 1.
+                let (a, b) = (lo.ceil(), (hi.ceil() - 1.0).max(lo.ceil()));
+                ((a + b) / 2.0).floor()
+            } else {
+                lo + (hi - lo) / 2.0
             }
         };
         if k >= 0 {
@@ -1058,11 +1142,19 @@ mod tests {
         );
         assert_eq!(s.mean, (n as f64 + 1.0) / 2.0);
         for (got, want) in [(s.p50, 50_000.0), (s.p90, 90_000.0), (s.p99, 99_000.0)] {
+            assert!(
+                matches!(got, Number::Int(_)),
+                "integer data, integer percentiles: {got:?}"
+            );
             let got = got.as_f64();
             assert!((got - want).abs() / want < 0.016, "{got} vs {want}");
         }
         assert!(!p.distinct_exact);
-        assert!(p.distinct <= TRACKED_VALUES as u64);
+        let d = p.distinct as f64;
+        assert!(
+            (d - n as f64).abs() / (n as f64) < 0.1,
+            "distinct estimate {d} of {n}"
+        );
     }
 
     #[test]
@@ -1102,11 +1194,37 @@ mod tests {
         }
         assert!(h.buckets.len() <= HISTOGRAM_BUCKETS);
         assert!(h.precision < HISTOGRAM_PRECISION);
-        let lo = h.value_at_rank(1);
-        let hi = h.value_at_rank(20_000);
+        let lo = h.value_at_rank(1, false);
+        let hi = h.value_at_rank(20_000, false);
         assert!(lo < 0.0 && hi > 0.0 && lo < hi);
-        let mid = h.value_at_rank(10_000);
+        let mid = h.value_at_rank(10_000, false);
         assert!(mid.abs() < 2.0e6, "{mid}");
+    }
+
+    #[test]
+    fn histogram_percentiles_of_small_integers_are_exact() {
+        // Past EXACT_NUMBERS, but every value has a bucket of its own.
+        let values = (0..3000).map(|i| match i % 10 {
+            0..=5 => Value::Int(-200),
+            6..=8 => Value::Int(5),
+            _ => Value::Int(250),
+        });
+        let s = profile_of(values).numbers.unwrap();
+        assert!(!s.percentiles_exact);
+        assert_eq!(
+            (s.p50, s.p90, s.p99),
+            (Number::Int(-200), Number::Int(5), Number::Int(250))
+        );
+    }
+
+    #[test]
+    fn distinct_values_are_estimated_once_too_many_to_count() {
+        let p = profile_of((0..5000).map(|i| text(&format!("v{i}"))));
+        assert!(!p.distinct_exact);
+        assert!((4500..=5500).contains(&p.distinct), "{}", p.distinct);
+        let few = profile_of((0..5000).map(|i| Value::Int(i % 7)));
+        assert!(few.distinct_exact);
+        assert_eq!(few.distinct, 7);
     }
 
     #[test]

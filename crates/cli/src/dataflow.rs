@@ -174,7 +174,7 @@ fn profile_text(o: &mut String, v: &ValueProfile) {
     let distinct = if v.distinct_exact {
         format!(", {} distinct", v.distinct)
     } else {
-        format!(", more than {} distinct", v.distinct)
+        format!(", about {} distinct", v.distinct)
     };
     line += &distinct;
     o.push_str(&line);
