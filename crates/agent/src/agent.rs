@@ -24,7 +24,9 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 use vmview_format::TraceHeader;
-use vmview_options::{expand_file_pattern, AgentOptions, CivilTime, EventGroup, ExceptionScope};
+use vmview_options::{
+    expand_file_pattern, AgentOptions, CaptureMode, CivilTime, EventGroup, ExceptionScope,
+};
 
 const LOADED: u8 = 0;
 const LIVE: u8 = 1;
@@ -88,7 +90,7 @@ pub unsafe fn load(vm: *mut sys::JavaVM, raw_options: &str) -> Result<(), String
     // exists since JVMTI 1.2 (JDK 6). A call to anything newer must first
     // compare this version (it is also recorded in the trace header).
     let jvmti_version = jvmti.version_number().map_err(|e| e.to_string())?;
-    let capture = capture::current();
+    let capture = capture::for_mode(options.mode);
     let caps = capabilities(&options, capture);
     if let Ok(potential) = jvmti.potential_capabilities() {
         let missing = missing_capabilities(&caps, &potential);
@@ -205,9 +207,13 @@ fn format_version(v: i32) -> String {
 struct Plan {
     calls: bool,
     exceptions: bool,
-    /// Exception events are needed for THROW, and for calls to name the
-    /// exception that unwound a traced method.
+    /// Exception events are needed for THROW, and (with JVMTI method
+    /// events) for calls to name the exception that unwound a traced
+    /// method; the probe is handed that exception.
     exception_events: bool,
+    /// THROW events in bci mode must look past the probe's catch-all
+    /// handlers to the real catch site, which takes the bytecodes.
+    probe_handlers: bool,
     locks: bool,
     gc: bool,
     classes: bool,
@@ -222,7 +228,8 @@ impl Plan {
         Plan {
             calls,
             exceptions,
-            exception_events: calls || exceptions,
+            exception_events: (calls && o.mode == CaptureMode::Jvmti) || exceptions,
+            probe_handlers: calls && exceptions && o.mode == CaptureMode::Bci,
             locks: o.events.contains(EventGroup::Locks),
             gc: o.events.contains(EventGroup::Gc),
             classes: o.events.contains(EventGroup::Classes),
@@ -244,6 +251,9 @@ fn capabilities(o: &AgentOptions, capture: &dyn CallCapture) -> sys::jvmtiCapabi
         caps.set_can_generate_exception_events(1);
         caps.set_can_get_line_numbers(1);
     }
+    if plan.probe_handlers {
+        caps.set_can_get_bytecodes(1);
+    }
     if plan.locks {
         caps.set_can_generate_monitor_events(1);
         caps.set_can_get_monitor_info(1);
@@ -259,7 +269,7 @@ fn capabilities(o: &AgentOptions, capture: &dyn CallCapture) -> sys::jvmtiCapabi
 
 /// The capabilities the agent may ask for, by name, for error messages.
 type CapabilityBit = fn(&sys::jvmtiCapabilities) -> u32;
-const CAPABILITY_NAMES: [(&str, CapabilityBit); 10] = [
+const CAPABILITY_NAMES: [(&str, CapabilityBit); 11] = [
     ("can_tag_objects", sys::jvmtiCapabilities::can_tag_objects),
     (
         "can_generate_method_entry_events",
@@ -272,6 +282,10 @@ const CAPABILITY_NAMES: [(&str, CapabilityBit); 10] = [
     (
         "can_access_local_variables",
         sys::jvmtiCapabilities::can_access_local_variables,
+    ),
+    (
+        "can_get_bytecodes",
+        sys::jvmtiCapabilities::can_get_bytecodes,
     ),
     (
         "can_get_line_numbers",
@@ -312,7 +326,7 @@ fn missing_capabilities(
 
 impl Agent {
     /// VMInit: resolve fields, go live, switch on the asked-for events.
-    pub fn start_recording(&self, jni: Jni) {
+    pub fn start_recording(&'static self, jni: Jni) {
         let _ = self.fields.set(Fields::resolve(jni));
         self.phase.store(LIVE, Ordering::Release);
         let plan = Plan::new(&self.options);
@@ -339,8 +353,8 @@ impl Agent {
             }
         }
         if plan.calls {
-            if let Err(err) = self.capture.start(self.jvmti) {
-                self.problems.jvmti(err);
+            if let Err(err) = self.capture.start(self, jni) {
+                self.problems.capture(|| err);
             }
         }
     }

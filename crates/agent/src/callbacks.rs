@@ -11,7 +11,7 @@ use crate::clock;
 use crate::jvmti::Jni;
 use crate::methods::lookup;
 use crate::sys;
-use crate::threads::{self, with_state};
+use crate::threads::{self, with_state, PendingThrow};
 use crate::values;
 use std::sync::atomic::Ordering;
 use vmview_format::{EventKind, Loc, MethodId, Monitor, StringId};
@@ -181,6 +181,29 @@ fn traced(agent: &Agent, jni: Jni, thread: sys::jthread, method: sys::jmethodID)
     !method.is_null() && lookup(agent, jni, thread, method).is_some_and(|m| m.traced)
 }
 
+/// Whether `location` in `method` is in the probe's catch-all handler
+/// (`at_start`: is the handler's first instruction, where it catches).
+fn in_probe_handler(
+    agent: &Agent,
+    jni: Jni,
+    thread: sys::jthread,
+    method: sys::jmethodID,
+    location: i64,
+    at_start: bool,
+) -> bool {
+    !method.is_null()
+        && lookup(agent, jni, thread, method)
+            .is_some_and(|m| m.in_probe_handler(agent, method, location, at_start))
+}
+
+// In bci mode every instrumented method has a catch-all handler that
+// reports the unwinding exception to the probe and rethrows it. JVMTI
+// names that handler as the catch site, and posts a new exception event
+// for each rethrow. A THROW whose catch site is a probe handler is
+// therefore held back in the thread's state, rethrows are skipped, and
+// the THROW is written (with its original time and throw site) once the
+// exception reaches a real handler or leaves the thread.
+
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn exception(
     _env: Env,
@@ -198,17 +221,39 @@ unsafe extern "C" fn exception(
         if !agent.options.events.contains(EventGroup::Exceptions) {
             return;
         }
+        let held_back = in_probe_handler(agent, jni, thread, catch_method, catch_location, true);
+        if in_probe_handler(agent, jni, thread, method, location, false) {
+            // A probe handler rethrowing what it caught.
+            if !held_back {
+                throw_held_back(agent, jni, thread, catch_method, catch_location);
+            }
+            return;
+        }
+        let thrown_in_trace_class = traced(agent, jni, thread, method);
+        let Some((method, loc, _)) = site(agent, jni, thread, method, location) else {
+            return;
+        };
+        let message = values::exception_message(agent, jni, exception);
+        if held_back {
+            with_state(agent, Some((jni, thread)), |s| {
+                s.pending_throw = Some(PendingThrow {
+                    time_ns: time,
+                    exception: class,
+                    message,
+                    method,
+                    loc,
+                    traced: thrown_in_trace_class,
+                })
+            });
+            return;
+        }
         let wanted = agent.options.exceptions == ExceptionScope::All
-            || traced(agent, jni, thread, method)
+            || thrown_in_trace_class
             || traced(agent, jni, thread, catch_method);
         if !wanted {
             return;
         }
-        let Some((method, loc, _)) = site(agent, jni, thread, method, location) else {
-            return;
-        };
         let catch = site(agent, jni, thread, catch_method, catch_location).map(|(m, l, _)| (m, l));
-        let message = values::exception_message(agent, jni, exception);
         emit(
             agent,
             jni,
@@ -225,6 +270,39 @@ unsafe extern "C" fn exception(
     });
 }
 
+/// Writes the THROW held back while probe handlers caught the exception,
+/// now that it is caught at `catch_method` (or nowhere: null).
+fn throw_held_back(
+    agent: &Agent,
+    jni: Jni,
+    thread: sys::jthread,
+    catch_method: sys::jmethodID,
+    catch_location: i64,
+) {
+    let Some(Some(p)) = with_state(agent, Some((jni, thread)), |s| s.pending_throw.take()) else {
+        return;
+    };
+    let catch = site(agent, jni, thread, catch_method, catch_location);
+    let wanted = agent.options.exceptions == ExceptionScope::All
+        || p.traced
+        || catch.is_some_and(|(_, _, traced)| traced);
+    if wanted {
+        emit(
+            agent,
+            jni,
+            thread,
+            p.time_ns,
+            EventKind::Throw {
+                exception: p.exception,
+                message: p.message,
+                method: p.method,
+                loc: p.loc,
+                catch: catch.map(|(m, l, _)| (m, l)),
+            },
+        );
+    }
+}
+
 fn exception_class(agent: &Agent, jni: Jni, exception: sys::jobject) -> StringId {
     classes::name(agent, jni.object_class(exception).get())
 }
@@ -238,6 +316,10 @@ unsafe extern "C" fn exception_catch(
     exception: sys::jobject,
 ) {
     on_event("ExceptionCatch", jni, |agent, jni, time| {
+        if in_probe_handler(agent, jni, thread, method, location, true) {
+            // Reported to the probe and rethrown: not a catch.
+            return;
+        }
         with_state(agent, Some((jni, thread)), |s| s.unwinding = None);
         let Some((method, loc, traced)) = site(agent, jni, thread, method, location) else {
             return;

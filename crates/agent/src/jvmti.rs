@@ -399,6 +399,37 @@ impl Jvmti {
         Ok(LocalRef::new(jni, usage.owner))
     }
 
+    /// The calling thread's `Thread` object (a local reference).
+    pub fn current_thread(self, jni: Jni) -> Result<LocalRef> {
+        let mut t = ptr::null_mut();
+        call!(self.0, GetCurrentThread, &mut t)?;
+        Ok(LocalRef::new(jni, t))
+    }
+
+    /// A copy of `bytes` in memory the JVM owns (for a ClassFileLoadHook's
+    /// new class data, which the JVM frees).
+    pub fn allocate_copy(self, bytes: &[u8]) -> Result<*mut u8> {
+        let mut p = ptr::null_mut();
+        call!(self.0, Allocate, bytes.len() as sys::jlong, &mut p)?;
+        if p.is_null() {
+            return Err(JvmtiError {
+                function: "Allocate",
+                code: sys::JVMTI_ERROR_OUT_OF_MEMORY,
+            });
+        }
+        // SAFETY: `p` points to `bytes.len()` freshly allocated bytes.
+        unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) };
+        Ok(p)
+    }
+
+    /// The method's bytecodes, as the class file (after any rewriting by
+    /// the ClassFileLoadHook) has them.
+    pub fn bytecodes(self, method: sys::jmethodID) -> Result<Vec<u8>> {
+        let (mut n, mut p) = (0, ptr::null_mut());
+        call!(self.0, GetBytecodes, method, &mut n, &mut p)?;
+        Ok(self.take_array(p, n))
+    }
+
     pub fn tag(self, object: sys::jobject) -> Result<i64> {
         let mut t = 0;
         call!(self.0, GetTag, object, &mut t)?;
@@ -531,6 +562,36 @@ impl Jni {
             jni!(self.0, PopLocalFrame, ptr::null_mut());
         }
         r
+    }
+
+    /// Defines a class in the bootstrap loader (`loader` null); the pending
+    /// exception, if any, is cleared and reported as `None`.
+    pub fn define_boot_class(self, name: &CStr, bytes: &[u8]) -> Option<LocalRef> {
+        let c = jni!(
+            self.0,
+            DefineClass,
+            name.as_ptr(),
+            ptr::null_mut(),
+            bytes.as_ptr().cast(),
+            bytes.len() as sys::jsize
+        )
+        .unwrap_or(ptr::null_mut());
+        self.clear_exception();
+        (!c.is_null()).then(|| LocalRef::new(self, c))
+    }
+
+    /// Binds native methods of `class`; false (exception cleared) when a
+    /// method does not exist.
+    pub fn register_natives(self, class: sys::jclass, methods: &[sys::JNINativeMethod]) -> bool {
+        let rc = jni!(
+            self.0,
+            RegisterNatives,
+            class,
+            methods.as_ptr(),
+            methods.len() as sys::jint
+        );
+        self.clear_exception();
+        rc == Some(sys::JNI_OK)
     }
 
     pub fn delete_local_ref(self, r: sys::jobject) {

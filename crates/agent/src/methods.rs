@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, OnceLock, RwLock};
 use vmview_format::{Loc, MethodId, MethodSymbol, StringId};
+use vmview_options::CaptureMode;
 
 /// The JVM's `ACC_STATIC` and `ACC_NATIVE` modifier bits.
 const ACC_STATIC: i32 = 0x0008;
@@ -41,6 +42,9 @@ pub struct MethodInfo {
     pub ret: u8,
     symbol: OnceLock<MethodId>,
     lines: OnceLock<Box<[(i64, u32)]>>,
+    /// Where the probe's catch-all handler starts, in an instrumented
+    /// method (bci mode).
+    probe_handler: OnceLock<Option<i64>>,
 }
 
 impl MethodInfo {
@@ -50,6 +54,36 @@ impl MethodInfo {
         *self
             .symbol
             .get_or_init(|| define_symbol(agent, jni, method, &self.params))
+    }
+
+    /// Whether `bci` lies in the catch-all handler the bytecode rewriter
+    /// appended to this method (`at_start`: is its first instruction, the
+    /// catch site it reports). Only trace-class methods in bci mode have
+    /// one; the answer is cached.
+    pub fn in_probe_handler(
+        &self,
+        agent: &Agent,
+        method: sys::jmethodID,
+        bci: i64,
+        at_start: bool,
+    ) -> bool {
+        if !self.traced || self.native || agent.options.mode != CaptureMode::Bci {
+            return false;
+        }
+        let start = *self
+            .probe_handler
+            .get_or_init(|| match agent.jvmti.bytecodes(method) {
+                Ok(code) => probe_handler_start(&code),
+                Err(e) => {
+                    agent.problems.jvmti(e);
+                    None
+                }
+            });
+        match start {
+            Some(h) if at_start => bci == h,
+            Some(h) => bci >= h,
+            None => false,
+        }
     }
 
     /// The source line of a bytecode index, from the cached line table.
@@ -168,6 +202,7 @@ fn compute(agent: &Agent, jni: Jni, method: sys::jmethodID) -> MethodInfo {
         ret,
         symbol: OnceLock::new(),
         lines: OnceLock::new(),
+        probe_handler: OnceLock::new(),
     };
     if traced {
         info.symbol(agent, jni, method);
@@ -194,11 +229,12 @@ fn define_symbol(agent: &Agent, jni: Jni, method: sys::jmethodID, params: &[Para
         params.to_vec()
     };
     let param_names = param_names(agent, method, &params);
-    s.method(|id| MethodSymbol {
+    let (name, sig) = (s.string(&name), s.string(&sig));
+    s.method_named(class, name, sig, |id| MethodSymbol {
         id,
         class,
-        name: s.string(&name),
-        sig: s.string(&sig),
+        name,
+        sig,
         param_names,
         modifiers: modifiers as u16,
     })
@@ -220,6 +256,30 @@ fn param_names(agent: &Agent, method: sys::jmethodID, params: &[Param]) -> Vec<S
             agent.symbols.string(&name)
         })
         .collect()
+}
+
+/// The start of the probe's catch-all handler at the end of `code`:
+/// `dup; <push id>; invokestatic Probe.exitThrow; athrow`, where the id is
+/// pushed with `iconst_*`, `bipush`, `sipush`, `ldc` or `ldc_w`.
+fn probe_handler_start(code: &[u8]) -> Option<i64> {
+    const DUP: u8 = 0x59;
+    const INVOKESTATIC: u8 = 0xb8;
+    const ATHROW: u8 = 0xbf;
+    let n = code.len();
+    if n < 6 || code[n - 1] != ATHROW || code[n - 4] != INVOKESTATIC {
+        return None;
+    }
+    let push = n - 4;
+    [1usize, 2, 3].into_iter().find_map(|len| {
+        let op = *code.get(push.checked_sub(len)?)?;
+        let fits = match len {
+            1 => (0x02..=0x08).contains(&op),
+            2 => op == 0x10 || op == 0x12,
+            _ => op == 0x11 || op == 0x13,
+        };
+        let start = push.checked_sub(len + 1)?;
+        (fits && code[start] == DUP).then_some(start as i64)
+    })
 }
 
 /// Parameter type codes and the return type code of a method descriptor;
@@ -275,6 +335,23 @@ pub fn param_slots(types: &[u8], is_static: bool) -> Vec<Param> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probe_handlers_are_found_at_the_end_of_the_code() {
+        // ... iload_0; ireturn | dup; sipush 300; invokestatic #9; athrow
+        let code = [0x1a, 0xac, 0x59, 0x11, 0x01, 0x2c, 0xb8, 0x00, 0x09, 0xbf];
+        assert_eq!(probe_handler_start(&code), Some(2));
+        let code = [0x1a, 0xac, 0x59, 0x04, 0xb8, 0x00, 0x09, 0xbf];
+        assert_eq!(probe_handler_start(&code), Some(2));
+        let code = [0x2a, 0x59, 0x12, 0x07, 0xb8, 0x00, 0x09, 0xbf];
+        assert_eq!(probe_handler_start(&code), Some(1));
+        // A plain rethrow is not one.
+        assert_eq!(probe_handler_start(&[0x2b, 0xbf]), None);
+        assert_eq!(
+            probe_handler_start(&[0x1a, 0x1a, 0x1a, 0xb8, 0x00, 0x09, 0xbf]),
+            None
+        );
+    }
 
     #[test]
     fn descriptors_give_parameter_types_and_slots() {

@@ -14,6 +14,10 @@ pub struct Problems {
     jvmti: Counter,
     panics: Counter,
     writer: Counter,
+    capture: Counter,
+    rewrite_failed: Counter,
+    methods_skipped: Counter,
+    jdk_classes: Counter,
     reentrant: AtomicU64,
 }
 
@@ -96,6 +100,29 @@ impl Problems {
         self.writer.add(message);
     }
 
+    /// Counts a failure to set up call capture (the probe class could not
+    /// be defined, say): no calls are recorded.
+    pub fn capture(&self, message: impl FnOnce() -> String) {
+        self.capture.add(message);
+    }
+
+    /// Counts a trace class left as it was because rewriting it failed.
+    pub fn rewrite_failed(&self, message: impl FnOnce() -> String) {
+        self.rewrite_failed.add(message);
+    }
+
+    /// Counts a method of a trace class that has code but was not
+    /// instrumented (too large, unsupported shape).
+    pub fn method_skipped(&self, message: impl FnOnce() -> String) {
+        self.methods_skipped.add(message);
+    }
+
+    /// Counts a JDK class that `classes=` matched but bytecode
+    /// instrumentation leaves alone.
+    pub fn jdk_class(&self, message: impl FnOnce() -> String) {
+        self.jdk_classes.add(message);
+    }
+
     /// Counts an event skipped because a callback ran inside another one
     /// on the same thread.
     pub fn reentrant(&self) {
@@ -112,6 +139,20 @@ impl Problems {
             ));
         }
         self.writer.line("trace write errors", &mut out);
+        self.capture.line(
+            "failures to set up call capture, no calls recorded",
+            &mut out,
+        );
+        self.rewrite_failed.line(
+            "trace classes left uninstrumented after a rewrite error",
+            &mut out,
+        );
+        self.methods_skipped
+            .line("methods of trace classes not instrumented", &mut out);
+        self.jdk_classes.line(
+            "JDK classes matched by classes= not instrumented in mode=bci (use mode=jvmti to trace them)",
+            &mut out,
+        );
         self.jvmti.line("JVMTI calls failed", &mut out);
         self.panics.line("internal errors caught", &mut out);
         let r = self.reentrant.load(Ordering::Relaxed);

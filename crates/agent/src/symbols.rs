@@ -22,6 +22,9 @@ pub struct Symbols {
 #[derive(Default)]
 struct Inner {
     strings: HashMap<Box<str>, StringId>,
+    /// Methods by (class, name, descriptor): the probe's ids and the
+    /// jmethodID cache (exception sites) name one method with one handle.
+    methods: HashMap<(StringId, StringId, StringId), MethodId>,
     pending: Vec<Symbol>,
 }
 
@@ -45,11 +48,23 @@ impl Symbols {
         id
     }
 
-    /// Defines a new method symbol; `make` receives its fresh handle.
-    pub fn method(&self, make: impl FnOnce(MethodId) -> MethodSymbol) -> MethodId {
+    /// The handle of the method `class.name sig`, defining its symbol with
+    /// `make` on first use. `make` runs under the symbol lock: it must not
+    /// intern anything.
+    pub fn method_named(
+        &self,
+        class: StringId,
+        name: StringId,
+        sig: StringId,
+        make: impl FnOnce(MethodId) -> MethodSymbol,
+    ) -> MethodId {
+        let mut inner = self.lock();
+        if let Some(id) = inner.methods.get(&(class, name, sig)) {
+            return *id;
+        }
         let id = MethodId(self.next_method.fetch_add(1, Ordering::Relaxed));
-        let sym = make(id);
-        self.lock().pending.push(Symbol::Method(sym));
+        inner.methods.insert((class, name, sig), id);
+        inner.pending.push(Symbol::Method(make(id)));
         id
     }
 

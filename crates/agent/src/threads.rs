@@ -18,7 +18,7 @@ use crate::methods::{MethodInfo, PtrMap};
 use crate::sys;
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
-use vmview_format::{Event, EventKind, StringId, ThreadRef, ThreadSymbol};
+use vmview_format::{Event, EventKind, Loc, MethodId, StringId, ThreadRef, ThreadSymbol, Value};
 
 /// A traced call not yet returned.
 pub struct OpenCall {
@@ -34,7 +34,9 @@ pub struct ThreadState {
     /// Registered with the writer at the first event, too.
     buffer: Option<Arc<ThreadBuffer>>,
     /// The Java thread of the callback in progress (`None` for a VM
-    /// thread, and between callbacks).
+    /// thread, and between callbacks). The `jthread` is null in probe
+    /// natives, which are not handed one: the thread is then looked up
+    /// when it needs numbering.
     java: Option<(Jni, sys::jthread)>,
     /// This thread's view of the jmethodID cache.
     pub methods: PtrMap<Arc<MethodInfo>>,
@@ -42,10 +44,28 @@ pub struct ThreadState {
     pub calls: Vec<OpenCall>,
     /// Class of the exception unwinding the stack since the last THROW.
     pub unwinding: Option<StringId>,
+    /// Argument values the probe buffered for the next `enter` (bci mode).
+    pub pending_args: Vec<Value>,
+    /// A THROW whose catch site so far is only a probe's catch-all handler
+    /// (bci mode): written once the exception reaches a real handler or
+    /// leaves the thread.
+    pub pending_throw: Option<PendingThrow>,
     /// When the current monitor contention began.
     pub contended_since: u64,
     /// When the current `Object.wait` began.
     pub wait_since: u64,
+}
+
+/// The first report of an exception, held back while only probe handlers
+/// catch it.
+pub struct PendingThrow {
+    pub time_ns: u64,
+    pub exception: StringId,
+    pub message: Option<String>,
+    pub method: MethodId,
+    pub loc: Loc,
+    /// Whether the throw site is in a trace class.
+    pub traced: bool,
 }
 
 thread_local! {
@@ -97,6 +117,8 @@ impl ThreadState {
             methods: PtrMap::default(),
             calls: Vec::new(),
             unwinding: None,
+            pending_args: Vec::new(),
+            pending_throw: None,
             contended_since: 0,
             wait_since: 0,
         }
@@ -110,6 +132,14 @@ impl ThreadState {
             None => {
                 // JVMTI calls only: no callback can re-enter here.
                 let t = match self.java {
+                    Some((jni, t)) if t.is_null() => match agent.jvmti.current_thread(jni) {
+                        Ok(t) if !t.is_null() => agent.threads.thread_ref(agent, jni, t.get()),
+                        Ok(_) => agent.threads.vm_thread_ref(agent),
+                        Err(e) => {
+                            agent.problems.jvmti(e);
+                            agent.threads.vm_thread_ref(agent)
+                        }
+                    },
                     Some((jni, t)) => agent.threads.thread_ref(agent, jni, t),
                     None => agent.threads.vm_thread_ref(agent),
                 };

@@ -119,6 +119,30 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "mode",
+        value: Some("bci|jvmti"),
+        default: Some("bci"),
+        help: "how calls are captured: bci (probe calls inserted into trace classes as they load; fast) or jvmti (JVMTI method events; interpreter only, 70-100x slower)",
+        apply: |o, v| {
+            o.mode = match v {
+                "bci" => CaptureMode::Bci,
+                "jvmti" => CaptureMode::Jvmti,
+                _ => return Err(format!("expected 'bci' or 'jvmti', got '{v}'")),
+            };
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "args",
+        value: Some("on|off"),
+        default: Some("on"),
+        help: "record argument and return values of traced calls (off: CALL and RETURN carry no values)",
+        apply: |o, v| {
+            o.args = parse_bool(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "strings",
         value: Some("N"),
         default: Some("256"),
@@ -189,6 +213,10 @@ pub struct AgentOptions {
     pub exclude: ClassFilter,
     pub events: EventSet,
     pub exceptions: ExceptionScope,
+    /// How calls of trace-class methods are observed.
+    pub mode: CaptureMode,
+    /// Whether CALL and RETURN carry argument and return values.
+    pub args: bool,
     /// Characters kept of a `String` value.
     pub strings: u32,
     /// Memory budget for buffered events, bytes.
@@ -206,6 +234,8 @@ impl Default for AgentOptions {
             exclude: ClassFilter::default(),
             events: EventSet::DEFAULT,
             exceptions: ExceptionScope::Traced,
+            mode: CaptureMode::Bci,
+            args: true,
             strings: 256,
             buffer: 64 << 20,
             flush: Duration::from_secs(1),
@@ -428,6 +458,28 @@ pub enum ExceptionScope {
     Traced,
     /// Every exception.
     All,
+}
+
+/// How the agent observes calls of trace-class methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureMode {
+    /// Bytecode instrumentation: trace classes are rewritten as they load
+    /// to call a probe at entry and exit. Untraced code runs at full speed.
+    Bci,
+    /// JVMTI MethodEntry/MethodExit events: sees every method, including
+    /// JDK classes loaded before the agent and native methods, but runs
+    /// every thread in the interpreter.
+    Jvmti,
+}
+
+impl CaptureMode {
+    /// The name used in `mode=`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CaptureMode::Bci => "bci",
+            CaptureMode::Jvmti => "jvmti",
+        }
+    }
 }
 
 /// Splits a list value on `+` and `;`, trimming items and skipping empty ones.

@@ -210,3 +210,19 @@ fn file_pattern_expands_pid_and_start_time() {
     assert_eq!(CivilTime::from_unix(0, 3600).hour, 1);
     assert_eq!(CivilTime::from_unix(951_782_400, 0).day, 29, "2000-02-29");
 }
+
+#[test]
+fn mode_and_args_default_to_bytecode_instrumentation_with_values() {
+    let o = parse("");
+    assert_eq!(o.mode, CaptureMode::Bci);
+    assert!(o.args);
+    let o = parse("mode=jvmti,args=off");
+    assert_eq!(o.mode, CaptureMode::Jvmti);
+    assert_eq!(o.mode.name(), "jvmti");
+    assert!(!o.args);
+    assert!(parse("args=on").args);
+    let e = error("mode=asm");
+    assert!(e.contains("mode") && e.contains("'bci' or 'jvmti'"), "{e}");
+    let e = error("args=maybe");
+    assert!(e.starts_with("args:"), "{e}");
+}

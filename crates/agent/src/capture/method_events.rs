@@ -17,7 +17,7 @@
 use super::CallCapture;
 use crate::agent::{self, Agent};
 use crate::clock;
-use crate::jvmti::{self, Jni, Jvmti, LocalRef};
+use crate::jvmti::{Jni, Jvmti, LocalRef};
 use crate::methods::lookup;
 use crate::sys;
 use crate::threads::with_state;
@@ -44,9 +44,11 @@ impl CallCapture for MethodEvents {
         cb.MethodExit = Some(method_exit);
     }
 
-    fn start(&self, jvmti: Jvmti) -> jvmti::Result<()> {
-        jvmti.set_event(true, sys::JVMTI_EVENT_METHOD_ENTRY)?;
-        jvmti.set_event(true, sys::JVMTI_EVENT_METHOD_EXIT)
+    fn start(&self, agent: &'static Agent, _jni: Jni) -> Result<(), String> {
+        let j = agent.jvmti;
+        j.set_event(true, sys::JVMTI_EVENT_METHOD_ENTRY)
+            .and_then(|()| j.set_event(true, sys::JVMTI_EVENT_METHOD_EXIT))
+            .map_err(|e| e.to_string())
     }
 
     fn stop(&self, jvmti: Jvmti) {

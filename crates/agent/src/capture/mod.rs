@@ -1,20 +1,28 @@
 //! The capture seam: how method entries and exits reach the agent.
 //!
-//! Today calls are captured with JVMTI MethodEntry/MethodExit events
-//! ([`method_events`]), which switch threads to interpreter-only mode.
-//! Bytecode instrumentation (a probe call injected into trace classes) will
-//! replace it; it will implement [`CallCapture`] and feed the same
-//! [`enter`] and [`exit`], which own the per-thread stack of open calls and
-//! build the CALL and RETURN events. Nothing else in the agent knows how
-//! calls are observed.
+//! Two captures implement [`CallCapture`], chosen with `mode=`:
+//!
+//! - [`bytecode`] (`mode=bci`, the default) rewrites trace classes as they
+//!   load so that their methods call the probe class's natives
+//!   ([`probe_natives`]); untraced code runs at full speed;
+//! - [`method_events`] (`mode=jvmti`) uses JVMTI MethodEntry/MethodExit,
+//!   which switch threads to interpreter-only mode.
+//!
+//! Both feed the same [`enter`] and [`exit`], which own the per-thread
+//! stack of open calls and build the CALL and RETURN events. Nothing else
+//! in the agent knows how calls are observed.
 
+pub mod bytecode;
 pub mod method_events;
+mod probe_class;
+mod probe_natives;
 
 use crate::agent::Agent;
-use crate::jvmti::{self, Jvmti};
+use crate::jvmti::{Jni, Jvmti};
 use crate::sys;
 use crate::threads::{OpenCall, ThreadState};
 use vmview_format::{EventKind, Loc, MethodId, Outcome, Value};
+use vmview_options::CaptureMode;
 
 /// One way of observing calls of trace-class methods.
 pub trait CallCapture: Send + Sync {
@@ -24,16 +32,24 @@ pub trait CallCapture: Send + Sync {
     fn add_capabilities(&self, caps: &mut sys::jvmtiCapabilities);
     /// Installs its JVMTI callbacks (called in `Agent_OnLoad`).
     fn install_callbacks(&self, cb: &mut sys::jvmtiEventCallbacks);
-    /// Starts delivering calls (at VMInit).
-    fn start(&self, jvmti: Jvmti) -> jvmti::Result<()>;
+    /// Starts delivering calls (at VMInit, on the VMInit thread); the error
+    /// is one line for the final report.
+    fn start(&self, agent: &'static Agent, jni: Jni) -> Result<(), String>;
     /// Stops delivering calls (at VMDeath).
     fn stop(&self, jvmti: Jvmti);
 }
 
-/// The capture this build uses.
-pub fn current() -> &'static dyn CallCapture {
-    &method_events::MethodEvents
+/// The capture `mode=` asks for.
+pub fn for_mode(mode: CaptureMode) -> &'static dyn CallCapture {
+    match mode {
+        CaptureMode::Bci => &bytecode::Bytecode,
+        CaptureMode::Jvmti => &method_events::MethodEvents,
+    }
 }
+
+/// How far below the top an exit looks for its open call. Deeper
+/// mismatches mean the call was entered before recording began.
+const EXIT_SEARCH: usize = 64;
 
 /// Records the entry of a traced method.
 #[allow(clippy::too_many_arguments)]
@@ -75,11 +91,20 @@ pub fn exit(
     time_ns: u64,
     outcome: Option<Outcome>,
 ) {
-    // Frames entered before recording started have no open call.
-    let open = match state.calls.last() {
-        Some(c) if c.method == key => state.calls.pop(),
-        _ => None,
-    };
+    // Frames entered before recording started have no open call. Open
+    // calls above the matching one lost their exit (a frame unwound by an
+    // error thrown inside a probe call, say): they are dropped with it.
+    let n = state.calls.len();
+    let open = state
+        .calls
+        .iter()
+        .rev()
+        .take(EXIT_SEARCH)
+        .position(|c| c.method == key)
+        .and_then(|i| {
+            state.calls.truncate(n - i);
+            state.calls.pop()
+        });
     let (elapsed_ns, depth) =
         open.map_or((0, 0), |c| (time_ns.saturating_sub(c.start_ns), c.depth));
     let outcome = outcome.unwrap_or_else(|| Outcome::Exception {

@@ -1,0 +1,205 @@
+//! Call capture by bytecode instrumentation (`mode=bci`).
+//!
+//! JVMTI method events cost 70–100× on call-heavy code because they force
+//! the interpreter; a static call inserted into the method costs a few
+//! nanoseconds once the JIT has compiled it. So at VMInit the agent defines
+//! the probe class `vmview/Probe` in the bootstrap loader (where classes of
+//! every loader find it) and binds its natives ([`super::probe_natives`]),
+//! then turns on the ClassFileLoadHook: each trace class that loads from
+//! then on is rewritten by [`vmview_classfile::instrument`] to call the
+//! probe at entry, before each return and when an exception unwinds it.
+//!
+//! What it does not see, by design (the README lists it too):
+//!
+//! - classes loaded before VMInit (the JDK's boot classes) and classes
+//!   redefined later: they are not rewritten;
+//! - JDK classes (`java.`, `javax.`, `jdk.`, `sun.`, `com.sun.`): they live
+//!   in named modules that cannot read the probe's unnamed module, so they
+//!   are counted and left alone (`mode=jvmti` traces them);
+//! - native and abstract methods, and hidden classes (lambda proxies),
+//!   for which the JVM posts no ClassFileLoadHook;
+//! - constructor code before the `super(...)`/`this(...)` call: a
+//!   constructor's CALL comes once that call has returned.
+//!
+//! The method ids in the rewritten code are the trace's own [`MethodId`]s:
+//! each method's symbol is defined while the class is rewritten, before any
+//! event can use it. A class that fails to rewrite loads unchanged.
+
+use super::probe_class::{self, PROBE_CLASS};
+use super::probe_natives;
+use super::CallCapture;
+use crate::agent::{self, Agent};
+use crate::jvmti::Jni;
+use crate::sys;
+use std::ffi::{c_char, c_uchar, CStr, CString};
+use vmview_classfile::{HookConfig, MethodInfo, SkipReason};
+use vmview_format::{MethodId, MethodSymbol, StringId};
+
+pub struct Bytecode;
+
+impl CallCapture for Bytecode {
+    fn name(&self) -> &'static str {
+        "bytecode-instrumentation"
+    }
+
+    fn add_capabilities(&self, _caps: &mut sys::jvmtiCapabilities) {
+        // The ClassFileLoadHook needs no capability for classes loaded in
+        // the live phase, the only ones rewritten.
+    }
+
+    fn install_callbacks(&self, cb: &mut sys::jvmtiEventCallbacks) {
+        cb.ClassFileLoadHook = Some(class_file_load_hook);
+    }
+
+    fn start(&self, agent: &'static Agent, jni: Jni) -> Result<(), String> {
+        let bytes = probe_class::class_bytes(PROBE_CLASS, &vmview_classfile::probe::ALL);
+        let name = CString::new(PROBE_CLASS).map_err(|e| e.to_string())?;
+        let class = jni
+            .define_boot_class(&name, &bytes)
+            .ok_or("cannot define the probe class vmview/Probe in the bootstrap loader")?;
+        // The names must outlive RegisterNatives only.
+        let implementations = probe_natives::implementations();
+        let names: Vec<(CString, CString)> = implementations
+            .iter()
+            .map(|(m, _)| {
+                (
+                    CString::new(m.name).unwrap_or_default(),
+                    CString::new(m.descriptor).unwrap_or_default(),
+                )
+            })
+            .collect();
+        let methods: Vec<sys::JNINativeMethod> = implementations
+            .iter()
+            .zip(&names)
+            .map(|((_, f), (n, d))| sys::JNINativeMethod {
+                name: n.as_ptr().cast_mut(),
+                signature: d.as_ptr().cast_mut(),
+                fnPtr: *f,
+            })
+            .collect();
+        if !jni.register_natives(class.get(), &methods) {
+            return Err("cannot register the probe's native methods".to_string());
+        }
+        agent
+            .jvmti
+            .set_event(true, sys::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK)
+            .map_err(|e| e.to_string())
+    }
+
+    fn stop(&self, jvmti: crate::jvmti::Jvmti) {
+        let _ = jvmti.set_event(false, sys::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK);
+    }
+}
+
+/// Packages of the JDK's named modules, by internal-name prefix.
+const JDK_PACKAGES: [&str; 5] = ["java/", "javax/", "jdk/", "sun/", "com/sun/"];
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn class_file_load_hook(
+    _env: *mut sys::jvmtiEnv,
+    _jni: *mut sys::JNIEnv,
+    class_being_redefined: sys::jclass,
+    _loader: sys::jobject,
+    name: *const c_char,
+    _protection_domain: sys::jobject,
+    class_data_len: sys::jint,
+    class_data: *const c_uchar,
+    new_class_data_len: *mut sys::jint,
+    new_class_data: *mut *mut c_uchar,
+) {
+    agent::guard("ClassFileLoadHook", || {
+        let Some(agent) = agent::live() else { return };
+        // Hidden classes have no name; redefinitions keep their old code.
+        if name.is_null()
+            || !class_being_redefined.is_null()
+            || class_data.is_null()
+            || class_data_len <= 0
+            || new_class_data.is_null()
+            || new_class_data_len.is_null()
+        {
+            return;
+        }
+        // SAFETY: the JVM passes a NUL-terminated internal class name.
+        let internal = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        if internal.starts_with("vmview/") {
+            return;
+        }
+        let dotted = internal.replace('/', ".");
+        if !agent.options.is_traced_class(&dotted) {
+            return;
+        }
+        if JDK_PACKAGES.iter().any(|p| internal.starts_with(p)) {
+            agent.problems.jdk_class(|| dotted.clone());
+            return;
+        }
+        // SAFETY: the JVM passes `class_data_len` bytes of class data.
+        let bytes = unsafe { std::slice::from_raw_parts(class_data, class_data_len as usize) };
+        let Some(rewritten) = rewrite(agent, &dotted, bytes) else {
+            return;
+        };
+        match agent.jvmti.allocate_copy(&rewritten) {
+            Ok(p) => {
+                // SAFETY: both out-pointers were checked non-null above; the
+                // JVM frees the memory it allocated.
+                unsafe {
+                    *new_class_data_len = rewritten.len() as sys::jint;
+                    *new_class_data = p;
+                }
+            }
+            Err(e) => agent.problems.jvmti(e),
+        }
+    });
+}
+
+/// The instrumented class, or `None` (counted) when it stays as it was.
+fn rewrite(agent: &Agent, dotted: &str, bytes: &[u8]) -> Option<Vec<u8>> {
+    let config = HookConfig {
+        probe_class: PROBE_CLASS.to_string(),
+        capture_args: agent.options.args,
+        // Always passed: with args=off the probe ignores it, and a typed
+        // exit tells a non-void return from a void one.
+        capture_return: true,
+    };
+    let class = agent.symbols.string(dotted);
+    let mut next_id = |m: &MethodInfo| Some(method_symbol(agent, class, m).0);
+    let result = match vmview_classfile::instrument(bytes, &config, &mut next_id) {
+        Ok(r) => r,
+        Err(e) => {
+            agent.problems.rewrite_failed(|| format!("{dotted}: {e}"));
+            return None;
+        }
+    };
+    for s in &result.skipped {
+        let why = match &s.reason {
+            SkipReason::Abstract | SkipReason::Native | SkipReason::EmptyFinalizer => continue,
+            SkipReason::Declined => continue,
+            SkipReason::NoCode => "no code".to_string(),
+            SkipReason::TooLarge {
+                instrumented_length,
+                ..
+            } => format!("instrumented code would be {instrumented_length} bytes, over 64 KiB"),
+            SkipReason::ConstantPoolFull => "constant pool full".to_string(),
+            SkipReason::Unsupported(what) => what.clone(),
+        };
+        agent
+            .problems
+            .method_skipped(|| format!("{dotted}.{}{}: {why}", s.method.name, s.method.descriptor));
+    }
+    result.bytes().map(<[u8]>::to_vec)
+}
+
+/// Defines the symbol of a method about to be instrumented and returns its
+/// handle, which the rewritten code passes to the probe.
+fn method_symbol(agent: &Agent, class: StringId, m: &MethodInfo) -> MethodId {
+    let s = &agent.symbols;
+    let (name, sig) = (s.string(&m.name), s.string(&m.descriptor));
+    let param_names = m.parameter_names.iter().map(|p| s.string(p)).collect();
+    s.method_named(class, name, sig, |id| MethodSymbol {
+        id,
+        class,
+        name,
+        sig,
+        param_names,
+        modifiers: m.access,
+    })
+}

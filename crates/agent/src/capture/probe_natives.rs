@@ -1,0 +1,233 @@
+//! The Rust side of `vmview/Probe`: the native methods instrumented code
+//! calls (see [`vmview_classfile::probe`] for the protocol).
+//!
+//! They run on every traced call, so they do the least that gives a
+//! complete event: `arg*` buffer the value in the thread's state, `enter`
+//! takes the time and queues a CALL with those values, `exit*` queue a
+//! RETURN. Per-thread state is a Rust thread-local ([`with_state`]); no
+//! JVMTI call is made on this path except `GetFrameCount` once at a
+//! thread's outermost traced call (for the depth) and, for object values,
+//! the class tag and identity hash lookups [`values::object`] needs.
+//!
+//! Every function runs under [`agent::guard`] and does nothing unless the
+//! agent is live: instrumented code keeps calling the probe after VMDeath.
+
+use crate::agent::{self, Agent};
+use crate::classes;
+use crate::clock;
+use crate::jvmti::Jni;
+use crate::sys;
+use crate::threads::with_state;
+use crate::values;
+use std::ffi::c_void;
+use std::ptr;
+use vmview_classfile::probe::{self, ProbeMethod};
+use vmview_format::{MethodId, Outcome, Value};
+
+type Env = *mut sys::JNIEnv;
+type Class = sys::jclass;
+
+/// More arguments than a JVM method can have (255 slots) means the
+/// protocol was broken; the surplus is not kept.
+const MAX_ARGS: usize = 255;
+
+/// The native implementation of each probe method.
+pub fn implementations() -> [(ProbeMethod, *mut c_void); 21] {
+    [
+        (probe::ENTER, enter as *mut c_void),
+        (probe::ARG_BOOLEAN, arg_boolean as *mut c_void),
+        (probe::ARG_BYTE, arg_byte as *mut c_void),
+        (probe::ARG_CHAR, arg_char as *mut c_void),
+        (probe::ARG_SHORT, arg_short as *mut c_void),
+        (probe::ARG_INT, arg_int as *mut c_void),
+        (probe::ARG_LONG, arg_long as *mut c_void),
+        (probe::ARG_FLOAT, arg_float as *mut c_void),
+        (probe::ARG_DOUBLE, arg_double as *mut c_void),
+        (probe::ARG_OBJECT, arg_object as *mut c_void),
+        (probe::EXIT, exit as *mut c_void),
+        (probe::EXIT_BOOLEAN, exit_boolean as *mut c_void),
+        (probe::EXIT_BYTE, exit_byte as *mut c_void),
+        (probe::EXIT_CHAR, exit_char as *mut c_void),
+        (probe::EXIT_SHORT, exit_short as *mut c_void),
+        (probe::EXIT_INT, exit_int as *mut c_void),
+        (probe::EXIT_LONG, exit_long as *mut c_void),
+        (probe::EXIT_FLOAT, exit_float as *mut c_void),
+        (probe::EXIT_DOUBLE, exit_double as *mut c_void),
+        (probe::EXIT_OBJECT, exit_object as *mut c_void),
+        (probe::EXIT_THROW, exit_throw as *mut c_void),
+    ]
+}
+
+/// The depth of a thread's outermost traced call: its frame count, less
+/// the probe's own native frame on top.
+fn outermost_depth(agent: &Agent) -> u32 {
+    match agent.jvmti.frame_count(ptr::null_mut()) {
+        Ok(n) => (n - 1).max(1) as u32,
+        Err(e) => {
+            agent.problems.jvmti(e);
+            0
+        }
+    }
+}
+
+unsafe extern "C" fn enter(env: Env, _class: Class, id: sys::jint) {
+    agent::guard("Probe.enter", || {
+        let time = clock::now_ns();
+        let Some(agent) = agent::live() else { return };
+        // SAFETY: the JVM passes the calling thread's JNIEnv.
+        let jni = unsafe { Jni::new(env) };
+        let id = id as u32;
+        with_state(agent, Some((jni, ptr::null_mut())), |s| {
+            let depth = match s.calls.last() {
+                Some(c) => c.depth + 1,
+                None => outermost_depth(agent),
+            };
+            let params = std::mem::take(&mut s.pending_args);
+            super::enter(
+                agent,
+                s,
+                id as usize,
+                MethodId(id),
+                time,
+                depth,
+                None,
+                params,
+            );
+        });
+    });
+}
+
+/// Buffers one argument for the next `enter`.
+fn arg(entry: &'static str, env: Env, value: impl FnOnce(&Agent, Jni) -> Value) {
+    agent::guard(entry, || {
+        let Some(agent) = agent::live() else { return };
+        // SAFETY: the JVM passes the calling thread's JNIEnv.
+        let jni = unsafe { Jni::new(env) };
+        let v = value(agent, jni);
+        with_state(agent, Some((jni, ptr::null_mut())), |s| {
+            if s.pending_args.len() < MAX_ARGS {
+                s.pending_args.push(v);
+            }
+        });
+    });
+}
+
+unsafe extern "C" fn arg_boolean(env: Env, _c: Class, v: sys::jboolean) {
+    arg("Probe.argBoolean", env, |_, _| Value::Boolean(v != 0));
+}
+unsafe extern "C" fn arg_byte(env: Env, _c: Class, v: sys::jbyte) {
+    arg("Probe.argByte", env, |_, _| Value::Byte(v));
+}
+unsafe extern "C" fn arg_char(env: Env, _c: Class, v: sys::jchar) {
+    arg("Probe.argChar", env, |_, _| Value::Char(v));
+}
+unsafe extern "C" fn arg_short(env: Env, _c: Class, v: sys::jshort) {
+    arg("Probe.argShort", env, |_, _| Value::Short(v));
+}
+unsafe extern "C" fn arg_int(env: Env, _c: Class, v: sys::jint) {
+    arg("Probe.argInt", env, |_, _| Value::Int(v));
+}
+unsafe extern "C" fn arg_long(env: Env, _c: Class, v: sys::jlong) {
+    arg("Probe.argLong", env, |_, _| Value::Long(v));
+}
+unsafe extern "C" fn arg_float(env: Env, _c: Class, v: sys::jfloat) {
+    arg("Probe.argFloat", env, |_, _| Value::Float(v));
+}
+unsafe extern "C" fn arg_double(env: Env, _c: Class, v: sys::jdouble) {
+    arg("Probe.argDouble", env, |_, _| Value::Double(v));
+}
+unsafe extern "C" fn arg_object(env: Env, _c: Class, v: sys::jobject) {
+    arg("Probe.argObject", env, |agent, jni| {
+        values::object(agent, jni, v)
+    });
+}
+
+/// Queues the RETURN of the method `id`; `outcome` is only asked for when
+/// the agent is live.
+fn on_exit(
+    entry: &'static str,
+    env: Env,
+    id: sys::jint,
+    outcome: impl FnOnce(&Agent, Jni) -> Outcome,
+) {
+    agent::guard(entry, || {
+        let time = clock::now_ns();
+        let Some(agent) = agent::live() else { return };
+        // SAFETY: the JVM passes the calling thread's JNIEnv.
+        let jni = unsafe { Jni::new(env) };
+        let outcome = outcome(agent, jni);
+        let id = id as u32;
+        with_state(agent, Some((jni, ptr::null_mut())), |s| {
+            super::exit(agent, s, id as usize, MethodId(id), time, Some(outcome))
+        });
+    });
+}
+
+/// A returned value, unless `args=off` (then the RETURN says only that the
+/// method returned).
+fn returned(agent: &Agent, value: impl FnOnce() -> Value) -> Outcome {
+    Outcome::Value(if agent.options.args {
+        value()
+    } else {
+        Value::Unavailable
+    })
+}
+
+unsafe extern "C" fn exit(env: Env, _c: Class, id: sys::jint) {
+    on_exit("Probe.exit", env, id, |_, _| Outcome::Void);
+}
+unsafe extern "C" fn exit_boolean(env: Env, _c: Class, v: sys::jboolean, id: sys::jint) {
+    on_exit("Probe.exitBoolean", env, id, |a, _| {
+        returned(a, || Value::Boolean(v != 0))
+    });
+}
+unsafe extern "C" fn exit_byte(env: Env, _c: Class, v: sys::jbyte, id: sys::jint) {
+    on_exit("Probe.exitByte", env, id, |a, _| {
+        returned(a, || Value::Byte(v))
+    });
+}
+unsafe extern "C" fn exit_char(env: Env, _c: Class, v: sys::jchar, id: sys::jint) {
+    on_exit("Probe.exitChar", env, id, |a, _| {
+        returned(a, || Value::Char(v))
+    });
+}
+unsafe extern "C" fn exit_short(env: Env, _c: Class, v: sys::jshort, id: sys::jint) {
+    on_exit("Probe.exitShort", env, id, |a, _| {
+        returned(a, || Value::Short(v))
+    });
+}
+unsafe extern "C" fn exit_int(env: Env, _c: Class, v: sys::jint, id: sys::jint) {
+    on_exit("Probe.exitInt", env, id, |a, _| {
+        returned(a, || Value::Int(v))
+    });
+}
+unsafe extern "C" fn exit_long(env: Env, _c: Class, v: sys::jlong, id: sys::jint) {
+    on_exit("Probe.exitLong", env, id, |a, _| {
+        returned(a, || Value::Long(v))
+    });
+}
+unsafe extern "C" fn exit_float(env: Env, _c: Class, v: sys::jfloat, id: sys::jint) {
+    on_exit("Probe.exitFloat", env, id, |a, _| {
+        returned(a, || Value::Float(v))
+    });
+}
+unsafe extern "C" fn exit_double(env: Env, _c: Class, v: sys::jdouble, id: sys::jint) {
+    on_exit("Probe.exitDouble", env, id, |a, _| {
+        returned(a, || Value::Double(v))
+    });
+}
+unsafe extern "C" fn exit_object(env: Env, _c: Class, v: sys::jobject, id: sys::jint) {
+    on_exit("Probe.exitObject", env, id, |a, jni| {
+        returned(a, || values::object(a, jni, v))
+    });
+}
+unsafe extern "C" fn exit_throw(env: Env, _c: Class, t: sys::jobject, id: sys::jint) {
+    on_exit("Probe.exitThrow", env, id, |a, jni| {
+        let class = if t.is_null() {
+            a.symbols.string("java.lang.Throwable")
+        } else {
+            classes::name(a, jni.object_class(t).get())
+        };
+        Outcome::Exception { class }
+    });
+}
