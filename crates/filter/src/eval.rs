@@ -145,7 +145,12 @@ enum Node {
         field: Field,
         test: StrTest,
         negate: bool,
+        /// By string handle.
         verdicts: Verdicts,
+        /// By the handle the name hangs off (the method for `class`,
+        /// `method`, `sig` and the `2` fields, the thread for `thread`),
+        /// which saves resolving it to a string handle first.
+        by_handle: Verdicts,
     },
     /// `field == null`: the field is absent (or null in JSON terms).
     Absent(Field),
@@ -318,6 +323,7 @@ fn compile(ast: &Ast) -> Result<Node, ParseError> {
                             test,
                             negate: false,
                             verdicts: Verdicts::default(),
+                            by_handle: Verdicts::default(),
                         }
                     } else {
                         Node::Text {
@@ -535,6 +541,7 @@ fn test(f: Field, ty: FieldType, op: Op, op_col: usize, l: &Lit) -> Result<Node,
                     test,
                     negate,
                     verdicts: Verdicts::default(),
+                    by_handle: Verdicts::default(),
                 }
             } else {
                 Node::Text {
@@ -639,7 +646,19 @@ fn eval(node: &mut Node, ev: &Event, syms: &SymbolTable) -> bool {
             test,
             negate,
             verdicts,
+            by_handle,
         } => {
+            if let Some(h) = handle_of(*field, ev) {
+                if let Some(v) = by_handle.get(h) {
+                    return v != *negate;
+                }
+                let Some(id) = symbol_of(*field, ev, syms) else {
+                    return false;
+                };
+                let v = symbol_verdict(id, test, verdicts, syms);
+                by_handle.set(h, v);
+                return v != *negate;
+            }
             if *field == Field::ParamName {
                 let EventKind::Call { method, params, .. } = &ev.kind else {
                     return false;
@@ -744,6 +763,24 @@ fn method_of(ev: &Event) -> Option<MethodId> {
 
 fn thread_name(t: ThreadRef, syms: &SymbolTable) -> Option<StringId> {
     syms.thread(t).map(|t| t.name)
+}
+
+/// For fields named through a method or thread: that handle (cached
+/// verdicts by it skip a symbol lookup). `None` for the other fields, and
+/// for events where the field is a plain string (a CLASS_LOAD's class).
+#[inline]
+fn handle_of(f: Field, ev: &Event) -> Option<u32> {
+    match f {
+        Field::Thread => Some(ev.thread.0),
+        Field::Class | Field::Method | Field::Sig => match &ev.kind {
+            EventKind::Call { method, .. }
+            | EventKind::Return { method, .. }
+            | EventKind::Throw { method, .. }
+            | EventKind::Catch { method, .. } => Some(method.0),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The handle of a symbol field, `None` when the event has no such field
