@@ -1187,3 +1187,193 @@ fn err(offset: u64, message: impl Into<String>) -> XmlError {
 fn name_of(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xml::XmlWriter;
+    use crate::EventWriter;
+
+    /// A small document with every construct the writer uses.
+    fn document() -> (Vec<u8>, Vec<Event>, SymbolTable) {
+        let mut syms = SymbolTable::default();
+        let texts = [
+            "main",
+            "shop.Inventory$Clerk",
+            "<init>",
+            "(Ljava/lang/String;C)V",
+            "label",
+            "c",
+            "java.lang.IllegalStateException",
+            "int[]",
+            "java.lang.Integer",
+        ];
+        for (i, t) in texts.iter().enumerate() {
+            syms.insert(Symbol::String {
+                id: StringId(i as u32),
+                text: t.to_string(),
+            });
+        }
+        syms.insert(Symbol::Method(MethodSymbol {
+            id: MethodId(0),
+            class: StringId(1),
+            name: StringId(2),
+            sig: StringId(3),
+            param_names: vec![StringId(4), StringId(5)],
+            modifiers: 0,
+        }));
+        syms.insert(Symbol::Thread(ThreadSymbol {
+            id: ThreadRef(3),
+            java_id: 7,
+            name: StringId(0),
+            group: StringId(0),
+            priority: 5,
+            daemon: true,
+        }));
+        let call = |id, params| Event {
+            id,
+            time_ns: id * 10,
+            thread: ThreadRef(3),
+            kind: EventKind::Call {
+                method: MethodId(0),
+                depth: 2,
+                caller: Some((
+                    MethodId(0),
+                    Loc {
+                        bci: 4,
+                        line: Some(9),
+                    },
+                )),
+                params,
+            },
+        };
+        let events = vec![
+            call(
+                2,
+                vec![
+                    Value::Str {
+                        text: "a]]>b<script>\u{1}\r\u{1F600}".into(),
+                        full_len: Some(99),
+                    },
+                    Value::Char(0xD800),
+                ],
+            ),
+            call(
+                5,
+                vec![
+                    Value::Boxed {
+                        class: StringId(8),
+                        value: Box::new(Value::Int(-3)),
+                    },
+                    Value::Array {
+                        class: StringId(7),
+                        length: 3,
+                    },
+                ],
+            ),
+            Event {
+                id: 9,
+                time_ns: 100,
+                thread: ThreadRef(3),
+                kind: EventKind::Throw {
+                    exception: StringId(6),
+                    message: Some("x]]>y\u{FFFF}".into()),
+                    method: MethodId(0),
+                    loc: Loc { bci: 1, line: None },
+                    catch: None,
+                },
+            },
+            Event {
+                id: 10,
+                time_ns: 101,
+                thread: ThreadRef(3),
+                kind: EventKind::Return {
+                    method: MethodId(0),
+                    depth: 2,
+                    outcome: Outcome::Value(Value::Double(f64::NEG_INFINITY)),
+                    elapsed_ns: 5,
+                },
+            },
+        ];
+        let mut w = XmlWriter::new(Vec::new(), &TraceHeader::default());
+        for e in &events {
+            w.write_event(e, &syms).unwrap();
+        }
+        w.finish().unwrap();
+        (w.into_inner(), events, syms)
+    }
+
+    fn read_all(doc: &[u8]) -> Result<Vec<Event>, XmlError> {
+        let mut r = XmlTraceReader::new(doc)?;
+        let mut out = Vec::new();
+        while let Some(e) = r.next_event()? {
+            out.push(e);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn events_come_back_exactly() {
+        let (doc, events, syms) = document();
+        let mut r = XmlTraceReader::new(&doc[..]).unwrap();
+        let mut back = Vec::new();
+        while let Some(e) = r.next_event().unwrap() {
+            back.push(e);
+        }
+        // Handles differ (the reader interns its own); compare through names.
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        let mut wa = XmlWriter::new(&mut a, &TraceHeader::default());
+        for e in &events {
+            wa.write_event(e, &syms).unwrap();
+        }
+        wa.finish().unwrap();
+        let mut wb = XmlWriter::new(&mut b, &TraceHeader::default());
+        for e in &back {
+            wb.write_event(e, r.symbols()).unwrap();
+        }
+        wb.finish().unwrap();
+        assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
+        assert_eq!(back.len(), 4);
+        assert_eq!(back[0].thread, ThreadRef(3), "TID kept as the handle");
+        let EventKind::Call { params, .. } = &back[0].kind else {
+            panic!()
+        };
+        assert_eq!(params[1], Value::Char(0xD800));
+    }
+
+    /// Every truncation and many byte changes of a valid document: the
+    /// reader returns events or an error, never panics, and an error's
+    /// offset lies inside the document.
+    #[test]
+    fn damaged_documents_give_errors_not_panics() {
+        let (doc, _, _) = document();
+        for cut in 0..doc.len() {
+            if let Err(e) = read_all(&doc[..cut]) {
+                assert!(e.offset <= cut as u64, "{e}");
+            }
+        }
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..3000 {
+            let mut d = doc.clone();
+            for _ in 0..3 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let i = (rng as usize) % d.len();
+                d[i] = b"<>&;\"'/=]!?x0 \n\x00\xff"[(rng >> 32) as usize % 17];
+            }
+            if let Err(e) = read_all(&d) {
+                assert!(e.offset <= d.len() as u64, "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn line_column_counts_characters() {
+        let text = "ab\ncdé\nxyz";
+        assert_eq!(line_column(text.as_bytes(), 0).unwrap(), (1, 1));
+        assert_eq!(line_column(text.as_bytes(), 3).unwrap(), (2, 1));
+        assert_eq!(line_column(text.as_bytes(), 7).unwrap(), (2, 4));
+    }
+}
