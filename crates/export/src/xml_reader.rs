@@ -163,16 +163,26 @@ struct Slot {
     attrs: ValueAttrs,
 }
 
-/// Attributes of PARAM and VALUE.
+/// Attributes of PARAM and VALUE, in buffers reused from event to event.
 #[derive(Default, Clone)]
 struct ValueAttrs {
-    name: Option<String>,
-    kind: Option<String>,
-    boxed: Option<String>,
-    class: Option<String>,
-    len: Option<String>,
-    hash: Option<String>,
-    full: Option<String>,
+    values: [String; 7],
+    /// Bit `A_…`: the attribute was present.
+    present: u8,
+}
+
+const A_NAME: usize = 0;
+const A_KIND: usize = 1;
+const A_BOX: usize = 2;
+const A_CLASS: usize = 3;
+const A_LEN: usize = 4;
+const A_HASH: usize = 5;
+const A_FULL: usize = 6;
+
+impl ValueAttrs {
+    fn get(&self, i: usize) -> Option<&str> {
+        (self.present & (1 << i) != 0).then(|| self.values[i].as_str())
+    }
 }
 
 /// An element directly inside `TRACE`, with the attributes that matter.
@@ -228,7 +238,9 @@ pub struct XmlTraceReader<R: BufRead> {
     slots: Vec<Slot>,
     /// Bit `Child as u32`: that child was present in the current event.
     present: u32,
+    /// PARAM slots, reused; the current event's are `params[..nparams]`.
     params: Vec<Slot>,
+    nparams: usize,
     key: String,
 }
 
@@ -259,6 +271,7 @@ impl<R: BufRead> XmlTraceReader<R> {
             slots: (0..CHILDREN).map(|_| Slot::default()).collect(),
             present: 0,
             params: Vec::new(),
+            nparams: 0,
             key: String::new(),
         };
         r.read_prolog()?;
@@ -555,7 +568,7 @@ impl<R: BufRead> XmlTraceReader<R> {
 
     fn read_children(&mut self, ty: u8, empty: bool) -> Result<(), XmlError> {
         self.present = 0;
-        self.params.clear();
+        self.nparams = 0;
         if empty {
             return Ok(());
         }
@@ -591,21 +604,20 @@ impl<R: BufRead> XmlTraceReader<R> {
                 return Err(err(at, format!("unknown element <{name}> in <{what}>")));
             };
             let mut slot = if child == Child::Param {
-                Slot::default()
+                if self.nparams == self.params.len() {
+                    self.params.push(Slot::default());
+                }
+                std::mem::take(&mut self.params[self.nparams])
             } else {
                 std::mem::take(&mut self.slots[child as usize])
             };
             slot.num = None;
             match child {
                 Child::Thrd | Child::Owner => {
-                    slot.num = attr(&s, b"TID", at)?
-                        .map(|t| parse_num(&t, "TID", at))
-                        .transpose()?;
+                    slot.num = attr_num(&s, b"TID", at)?;
                 }
                 Child::Loc | Child::Loc2 => {
-                    slot.num = attr(&s, b"LINE", at)?
-                        .map(|t| parse_num(&t, "LINE", at))
-                        .transpose()?;
+                    slot.num = attr_num(&s, b"LINE", at)?;
                 }
                 Child::Value | Child::Param => value_attrs(&s, at, &mut slot.attrs)?,
                 _ => {}
@@ -617,7 +629,8 @@ impl<R: BufRead> XmlTraceReader<R> {
                 self.read_text(&mut slot, child.name())?;
             }
             if child == Child::Param {
-                self.params.push(slot);
+                self.params[self.nparams] = slot;
+                self.nparams += 1;
             } else {
                 self.slots[child as usize] = slot;
                 self.present |= 1 << child as u32;
@@ -657,10 +670,14 @@ impl<R: BufRead> XmlTraceReader<R> {
 
     /// The names of the current CALL's parameters (`argN` where absent).
     fn param_names(&self) -> Vec<String> {
-        self.params
+        self.params[..self.nparams]
             .iter()
             .enumerate()
-            .map(|(i, p)| p.attrs.name.clone().unwrap_or_else(|| format!("arg{i}")))
+            .map(|(i, p)| {
+                p.attrs
+                    .get(A_NAME)
+                    .map_or_else(|| format!("arg{i}"), str::to_string)
+            })
             .collect()
     }
 
@@ -682,7 +699,7 @@ impl<R: BufRead> XmlTraceReader<R> {
         let id = match self.methods.get(&key) {
             Some(&id) => {
                 let current = self.symbols.method(id).map_or(0, |m| m.param_names.len());
-                if call && current < self.params.len() {
+                if call && current < self.nparams {
                     let names = self.param_names();
                     if let Some(mut sym) = self.symbols.method(id).cloned() {
                         sym.param_names = names.iter().map(|n| self.intern(n)).collect();
@@ -860,7 +877,7 @@ impl<R: BufRead> XmlTraceReader<R> {
                     None
                 };
                 let params = std::mem::take(&mut self.params);
-                let values = params
+                let values = params[..self.nparams]
                     .iter()
                     .map(|p| self.value(p, at))
                     .collect::<Result<Vec<_>, _>>();
@@ -955,7 +972,7 @@ impl<R: BufRead> XmlTraceReader<R> {
     fn value(&mut self, slot: &Slot, at: u64) -> Result<Value, XmlError> {
         let a = &slot.attrs;
         let text = slot.text.as_str();
-        let kind = a.kind.as_deref().unwrap_or("string");
+        let kind = a.get(A_KIND).unwrap_or("string");
         let v = match kind {
             "null" => Value::Null,
             "unavailable" => Value::Unavailable,
@@ -982,21 +999,21 @@ impl<R: BufRead> XmlTraceReader<R> {
             "string" => Value::Str {
                 text: text.to_string(),
                 full_len: a
-                    .full
-                    .as_deref()
+                    .get(A_FULL)
                     .map(|f| parse_num(f, "FULL", at))
                     .transpose()?,
             },
             "array" => {
-                let class = a.class.clone().unwrap_or_else(|| "?".into());
+                let length = parse_num(a.get(A_LEN).unwrap_or("0"), "LEN", at)?;
+                let class = a.get(A_CLASS).unwrap_or("?").to_string();
                 Value::Array {
                     class: self.intern_class(&class),
-                    length: parse_num(a.len.as_deref().unwrap_or("0"), "LEN", at)?,
+                    length,
                 }
             }
             "object" => {
-                let class = a.class.clone().unwrap_or_else(|| "?".into());
-                let hash = a.hash.as_deref().unwrap_or("0");
+                let class = a.get(A_CLASS).unwrap_or("?").to_string();
+                let hash = a.get(A_HASH).unwrap_or("0");
                 Value::Object {
                     class: self.intern_class(&class),
                     hash: u32::from_str_radix(hash, 16)
@@ -1005,9 +1022,9 @@ impl<R: BufRead> XmlTraceReader<R> {
             }
             other => return Err(err(at, format!("unknown value KIND {other:?}"))),
         };
-        Ok(match &a.boxed {
+        Ok(match a.get(A_BOX).map(str::to_string) {
             Some(b) => Value::Boxed {
-                class: self.intern_class(b),
+                class: self.intern_class(&b),
                 value: Box::new(v),
             },
             None => v,
@@ -1038,34 +1055,48 @@ fn attr(s: &BytesStart<'_>, key: &[u8], at: u64) -> Result<Option<String>, XmlEr
     Ok(None)
 }
 
-fn value_attrs(s: &BytesStart<'_>, at: u64, v: &mut ValueAttrs) -> Result<(), XmlError> {
-    for slot in [
-        &mut v.name,
-        &mut v.kind,
-        &mut v.boxed,
-        &mut v.class,
-        &mut v.len,
-        &mut v.hash,
-        &mut v.full,
-    ] {
-        *slot = None;
-    }
+/// A numeric attribute, read from its raw bytes when they are plain
+/// digits (the common case: no allocation), else unescaped and parsed.
+fn attr_num(s: &BytesStart<'_>, key: &[u8], at: u64) -> Result<Option<u64>, XmlError> {
     for a in s.attributes() {
         let a = a.map_err(|e| err(at, format!("malformed attribute: {e}")))?;
-        let slot = match a.key.as_ref() {
-            b"NAME" => &mut v.name,
-            b"KIND" => &mut v.kind,
-            b"BOX" => &mut v.boxed,
-            b"CLASS" => &mut v.class,
-            b"LEN" => &mut v.len,
-            b"HASH" => &mut v.hash,
-            b"FULL" => &mut v.full,
+        if a.key.as_ref() != key {
+            continue;
+        }
+        let raw = a.value.as_ref();
+        if !raw.is_empty() && raw.len() <= 19 && raw.iter().all(u8::is_ascii_digit) {
+            let n = raw.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+            return Ok(Some(n));
+        }
+        let v = a
+            .unescape_value()
+            .map_err(|e| err(at, format!("malformed attribute value: {e}")))?;
+        let what = String::from_utf8_lossy(key);
+        return parse_num(&v, &what, at).map(Some);
+    }
+    Ok(None)
+}
+
+fn value_attrs(s: &BytesStart<'_>, at: u64, v: &mut ValueAttrs) -> Result<(), XmlError> {
+    v.present = 0;
+    for a in s.attributes() {
+        let a = a.map_err(|e| err(at, format!("malformed attribute: {e}")))?;
+        let i = match a.key.as_ref() {
+            b"NAME" => A_NAME,
+            b"KIND" => A_KIND,
+            b"BOX" => A_BOX,
+            b"CLASS" => A_CLASS,
+            b"LEN" => A_LEN,
+            b"HASH" => A_HASH,
+            b"FULL" => A_FULL,
             _ => continue,
         };
         let val = a
             .unescape_value()
             .map_err(|e| err(at, format!("malformed attribute value: {e}")))?;
-        *slot = Some(val.into_owned());
+        v.values[i].clear();
+        v.values[i].push_str(&val);
+        v.present |= 1 << i;
     }
     Ok(())
 }
@@ -1115,15 +1146,12 @@ fn top_elem(s: &BytesStart<'_>, empty: bool, at: u64) -> Result<Elem, XmlError> 
         n => match event_type(n) {
             Some(ty) => {
                 let what = vmview_format::EVENT_TYPE_NAMES[ty as usize];
-                let id = attr(s, b"ID", at)?
+                let id = attr_num(s, b"ID", at)?
                     .ok_or_else(|| err(at, format!("<{what}> has no ID attribute")))?;
                 Top::Event {
                     ty,
-                    id: parse_num(&id, "ID", at)?,
-                    time_ns: attr(s, b"TIME", at)?
-                        .map(|t| parse_num(&t, "TIME", at))
-                        .transpose()?
-                        .unwrap_or(0),
+                    id,
+                    time_ns: attr_num(s, b"TIME", at)?.unwrap_or(0),
                 }
             }
             None => {
