@@ -4,9 +4,11 @@
 
 mod support;
 
+mod bci;
 mod dataflow;
 mod errors;
 mod filter;
+mod formats;
 mod recording;
 mod recovery;
 mod xml;
