@@ -8,7 +8,6 @@ mod bci;
 mod dataflow;
 mod errors;
 mod filter;
-mod formats;
 mod recording;
 mod recovery;
 mod xml;
