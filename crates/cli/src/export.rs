@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use vmview_export::{EventWriter, JsonlWriter, TextWriter, XmlWriter};
+use vmview_export::{ChromeWriter, EventWriter, JsonlWriter, TextWriter, XmlWriter};
 
 use crate::error::plain;
 use crate::progress::Progress;
@@ -54,6 +54,8 @@ pub enum ExportTo {
     Jsonl,
     /// Labelled fields, for people.
     Text,
+    /// Chrome trace-event JSON: open in Perfetto (ui.perfetto.dev) or chrome://tracing.
+    Chrome,
 }
 
 /// Standard output or a created file, buffered.
@@ -75,6 +77,7 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
         ExportTo::Xml => Box::new(XmlWriter::new(out, reader.header())),
         ExportTo::Jsonl => Box::new(JsonlWriter::new(out)),
         ExportTo::Text => Box::new(TextWriter::new(out)),
+        ExportTo::Chrome => Box::new(ChromeWriter::new(out, reader.header())),
     };
     let mut progress = Progress::new(total, "exporting");
     let mut n: u64 = 0;

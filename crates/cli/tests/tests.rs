@@ -8,6 +8,7 @@ mod bci;
 mod dataflow;
 mod errors;
 mod filter;
+mod formats;
 mod recording;
 mod recovery;
 mod xml;

@@ -345,7 +345,7 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
 
 /// A captured value as JSON (see the module docs); `None` when the agent
 /// could not read it.
-fn value_json(v: &Value, syms: &SymbolTable) -> Option<Json> {
+pub fn value_json(v: &Value, syms: &SymbolTable) -> Option<Json> {
     Some(match v {
         Value::Null => Json::Null,
         Value::Boolean(b) => Json::Bool(*b),

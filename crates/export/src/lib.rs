@@ -10,6 +10,8 @@
 //! Exporters only write: they never open files. Give them any [`Write`]
 //! (stdout, a file, a `Vec<u8>` in tests).
 
+pub mod calls;
+pub mod chrome;
 pub mod jsonl;
 pub mod names;
 pub mod text;
@@ -20,6 +22,7 @@ use std::io::{self, Write};
 
 use vmview_format::{Event, SymbolTable};
 
+pub use chrome::ChromeWriter;
 pub use jsonl::JsonlWriter;
 pub use text::TextWriter;
 pub use xml::XmlWriter;

@@ -1,0 +1,455 @@
+//! The Chrome trace-event exporter: a JSON file that Perfetto
+//! (<https://ui.perfetto.dev>) and `chrome://tracing` open as a timeline.
+//!
+//! Java developers already know these viewers; giving them a vmview trace
+//! in this shape lets them zoom through calls per thread without learning a
+//! new tool. The format is Google's "Trace Event Format" (JSON object form):
+//!
+//! - one track per thread: `pid` is the JVM's process id, `tid` the
+//!   thread's handle in the trace, and a `thread_name` metadata event names
+//!   it (a `process_name` one names the JVM);
+//! - a traced call is a `B`/`E` slice pair named `class.method`, its
+//!   arguments (`args`: the descriptor, depth, event id and each parameter
+//!   by name) on `B`, its return value or exception on `E`. Slices nest
+//!   properly even when the trace is cut off: [`crate::calls`] closes
+//!   calls whose RETURN is missing (marked `"cut_off": true`) and drops
+//!   RETURNs whose CALL is missing;
+//! - THROW and CATCH are thread-scoped instant events (`ph: "i"`), and so
+//!   is the end of a contended monitor enter (with the time blocked);
+//! - counters (`ph: "C"`) follow the JVM: `GC` (1 while a collection
+//!   runs), `monitors` (threads blocked entering a monitor, threads in
+//!   `Object.wait`);
+//! - DROPPED becomes a process-scoped instant event.
+//!
+//! Times are microseconds (`ts`, as the format wants) with nanosecond
+//! decimals; `displayTimeUnit` is `ns`. The writer streams: one event in,
+//! at most a few JSON objects out, memory bounded by the open calls.
+
+use std::borrow::Cow;
+use std::io::{self, Write};
+
+use serde::Serialize;
+use serde_json::{Map, Value as Json};
+use vmview_format::{
+    Event, EventKind, Loc, MethodId, Outcome, SymbolTable, ThreadRef, TraceHeader,
+};
+
+use crate::calls::{CallMatcher, Closed, Transition};
+use crate::jsonl::value_json;
+use crate::names::{loc_display, monitor_name, MethodNames};
+use crate::EventWriter;
+
+/// One trace event, as the format spells it.
+#[derive(Serialize)]
+struct WireEvent<'a> {
+    /// Empty (left out) on `E`, which ends the innermost open slice.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: Cow<'a, str>,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    cat: &'static str,
+    ph: &'static str,
+    ts: f64,
+    pid: u32,
+    tid: u32,
+    /// Scope of an instant event: `t` thread, `p` process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    s: Option<&'static str>,
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    args: Map<String, Json>,
+}
+
+/// Writes a Chrome trace-event JSON document.
+pub struct ChromeWriter<W: Write> {
+    out: W,
+    pid: u32,
+    buf: Vec<u8>,
+    first: bool,
+    calls: CallMatcher,
+    named: Vec<bool>,
+    blocked: Vec<bool>,
+    waiting: Vec<bool>,
+    blocked_count: u32,
+    waiting_count: u32,
+    header_written: bool,
+    process_name: String,
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+impl<W: Write> ChromeWriter<W> {
+    /// A writer for a trace with this header (the JVM's pid and command
+    /// name the process track).
+    pub fn new(out: W, header: &TraceHeader) -> Self {
+        let command = header
+            .properties
+            .iter()
+            .find(|(k, _)| k == "command")
+            .map(|(_, v)| v.as_str());
+        let process_name = match command {
+            Some(c) if !c.is_empty() => format!("java {c}"),
+            _ => "java".to_string(),
+        };
+        ChromeWriter {
+            out,
+            pid: header.pid,
+            buf: Vec::with_capacity(4096),
+            first: true,
+            calls: CallMatcher::new(),
+            named: Vec::new(),
+            blocked: Vec::new(),
+            waiting: Vec::new(),
+            blocked_count: 0,
+            waiting_count: 0,
+            header_written: false,
+            process_name,
+        }
+    }
+
+    /// Gives the underlying writer back (after [`EventWriter::finish`]).
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+
+    fn push(buf: &mut Vec<u8>, first: &mut bool, ev: &WireEvent<'_>) -> io::Result<()> {
+        if !*first {
+            buf.extend_from_slice(b",\n");
+        }
+        *first = false;
+        serde_json::to_writer(&mut *buf, ev)?;
+        Ok(())
+    }
+
+    fn start(&mut self) -> io::Result<()> {
+        if self.header_written {
+            return Ok(());
+        }
+        self.header_written = true;
+        self.out.write_all(
+            b"{\"displayTimeUnit\":\"ns\",\"otherData\":{\"exporter\":\"vmview\"},\"traceEvents\":[\n",
+        )?;
+        let mut args = Map::new();
+        args.insert("name".into(), Json::String(self.process_name.clone()));
+        let ev = WireEvent {
+            name: "process_name".into(),
+            cat: "",
+            ph: "M",
+            ts: 0.0,
+            pid: self.pid,
+            tid: 0,
+            s: None,
+            args,
+        };
+        Self::push(&mut self.buf, &mut self.first, &ev)
+    }
+
+    fn name_thread(&mut self, thread: ThreadRef, syms: &SymbolTable) -> io::Result<()> {
+        let i = thread.0 as usize;
+        if self.named.get(i).copied().unwrap_or(false) {
+            return Ok(());
+        }
+        if i >= self.named.len() {
+            self.named.resize(i + 1, false);
+        }
+        self.named[i] = true;
+        let mut args = Map::new();
+        args.insert("name".into(), Json::String(syms.thread_name(thread)));
+        let ev = WireEvent {
+            name: "thread_name".into(),
+            cat: "",
+            ph: "M",
+            ts: 0.0,
+            pid: self.pid,
+            tid: thread.0,
+            s: None,
+            args,
+        };
+        Self::push(&mut self.buf, &mut self.first, &ev)
+    }
+
+    /// Sets `flags[thread]` to `on`; returns by how much the count changes.
+    fn flip(flags: &mut Vec<bool>, thread: ThreadRef, on: bool) -> i32 {
+        let i = thread.0 as usize;
+        if i >= flags.len() {
+            flags.resize(i + 1, false);
+        }
+        let was = std::mem::replace(&mut flags[i], on);
+        i32::from(on) - i32::from(was)
+    }
+
+    fn monitors_counter(&mut self, at: u64) -> io::Result<()> {
+        let mut args = Map::new();
+        args.insert("blocked".into(), Json::from(self.blocked_count));
+        args.insert("waiting".into(), Json::from(self.waiting_count));
+        let ev = WireEvent {
+            name: "monitors".into(),
+            cat: "lock",
+            ph: "C",
+            ts: us(at),
+            pid: self.pid,
+            tid: 0,
+            s: None,
+            args,
+        };
+        Self::push(&mut self.buf, &mut self.first, &ev)
+    }
+}
+
+fn site(syms: &SymbolTable, m: MethodId, loc: &Loc) -> Json {
+    Json::String(format!(
+        "{} {}",
+        MethodNames::resolve(syms, m).display(),
+        loc_display(loc)
+    ))
+}
+
+/// A slice's name: `class.method`.
+fn slice_name(syms: &SymbolTable, m: MethodId) -> String {
+    let n = MethodNames::resolve(syms, m);
+    format!("{}.{}", n.class, n.name)
+}
+
+/// Renders the matcher's transitions as B/E events.
+fn slice_event<'a>(
+    pid: u32,
+    tr: &Transition<'_>,
+    call: Option<&Event>,
+    syms: &'a SymbolTable,
+) -> WireEvent<'a> {
+    match tr {
+        Transition::Open { thread, frame } => {
+            let mut args = Map::new();
+            let n = MethodNames::resolve(syms, frame.method);
+            args.insert("sig".into(), Json::String(n.sig.to_string()));
+            args.insert("depth".into(), Json::from(frame.depth));
+            args.insert("id".into(), Json::from(frame.call_id));
+            if let Some(Event {
+                kind: EventKind::Call { params, .. },
+                ..
+            }) = call
+            {
+                let names = syms
+                    .method(frame.method)
+                    .map(|m| m.param_names.as_slice())
+                    .unwrap_or(&[]);
+                let mut values = Map::new();
+                for (i, v) in params.iter().enumerate() {
+                    let key = match names.get(i) {
+                        Some(s) => syms.string(*s).to_string(),
+                        None => format!("arg{i}"),
+                    };
+                    if let Some(j) = value_json(v, syms) {
+                        values.insert(key, j);
+                    }
+                }
+                if !values.is_empty() {
+                    args.insert("params".into(), Json::Object(values));
+                }
+            }
+            WireEvent {
+                name: slice_name(syms, frame.method).into(),
+                cat: "call",
+                ph: "B",
+                ts: us(frame.start_ns),
+                pid,
+                tid: thread.0,
+                s: None,
+                args,
+            }
+        }
+        Transition::Close {
+            thread,
+            at_ns,
+            how,
+            ret,
+            ..
+        } => {
+            let mut args = Map::new();
+            match (how, ret) {
+                (
+                    Closed::Returned,
+                    Some(Event {
+                        kind: EventKind::Return { outcome, .. },
+                        ..
+                    }),
+                ) => match outcome {
+                    Outcome::Void => {}
+                    Outcome::Value(v) => {
+                        if let Some(j) = value_json(v, syms) {
+                            args.insert("return".into(), j);
+                        }
+                    }
+                    Outcome::Exception { class } => {
+                        args.insert(
+                            "exception".into(),
+                            Json::String(syms.string(*class).to_string()),
+                        );
+                    }
+                },
+                _ => {
+                    args.insert("cut_off".into(), Json::Bool(true));
+                }
+            }
+            WireEvent {
+                name: "".into(),
+                cat: "call",
+                ph: "E",
+                ts: us(*at_ns),
+                pid,
+                tid: thread.0,
+                s: None,
+                args,
+            }
+        }
+    }
+}
+
+impl<W: Write> EventWriter for ChromeWriter<W> {
+    fn write_event(&mut self, ev: &Event, syms: &SymbolTable) -> io::Result<()> {
+        self.start()?;
+        self.name_thread(ev.thread, syms)?;
+        let pid = self.pid;
+        let (buf, first) = (&mut self.buf, &mut self.first);
+        let mut err = Ok(());
+        let at = self.calls.event(ev, |tr| {
+            let call = matches!(tr, Transition::Open { .. }).then_some(ev);
+            if err.is_ok() {
+                err = Self::push(buf, first, &slice_event(pid, &tr, call, syms));
+            }
+        });
+        err?;
+        let instant = |name: String, cat: &'static str, args: Map<String, Json>| WireEvent {
+            name: name.into(),
+            cat,
+            ph: "i",
+            ts: us(at),
+            pid,
+            tid: ev.thread.0,
+            s: Some("t"),
+            args,
+        };
+        match &ev.kind {
+            EventKind::Throw {
+                exception,
+                message,
+                method,
+                loc,
+                catch,
+            } => {
+                let mut args = Map::new();
+                args.insert("id".into(), Json::from(ev.id));
+                args.insert(
+                    "message".into(),
+                    message
+                        .as_ref()
+                        .map_or(Json::Null, |m| Json::String(m.clone())),
+                );
+                args.insert("thrown_at".into(), site(syms, *method, loc));
+                args.insert(
+                    "catch_at".into(),
+                    match catch {
+                        Some((m, l)) => site(syms, *m, l),
+                        None => Json::String("uncaught".into()),
+                    },
+                );
+                let e = instant(
+                    format!("throw {}", syms.string(*exception)),
+                    "exception",
+                    args,
+                );
+                Self::push(&mut self.buf, &mut self.first, &e)?;
+            }
+            EventKind::Catch {
+                exception,
+                method,
+                loc,
+            } => {
+                let mut args = Map::new();
+                args.insert("id".into(), Json::from(ev.id));
+                args.insert("catch_at".into(), site(syms, *method, loc));
+                let e = instant(
+                    format!("catch {}", syms.string(*exception)),
+                    "exception",
+                    args,
+                );
+                Self::push(&mut self.buf, &mut self.first, &e)?;
+            }
+            EventKind::MonitorContendedEnter { .. } => {
+                let d = Self::flip(&mut self.blocked, ev.thread, true);
+                self.blocked_count = self.blocked_count.saturating_add_signed(d);
+                self.monitors_counter(at)?;
+            }
+            EventKind::MonitorContendedEntered { monitor, wait_ns } => {
+                let d = Self::flip(&mut self.blocked, ev.thread, false);
+                self.blocked_count = self.blocked_count.saturating_add_signed(d);
+                let mut args = Map::new();
+                args.insert("id".into(), Json::from(ev.id));
+                args.insert("wait_ns".into(), Json::from(*wait_ns));
+                let name = format!("entered {}", monitor_name(syms, monitor));
+                let e = instant(name, "lock", args);
+                Self::push(&mut self.buf, &mut self.first, &e)?;
+                self.monitors_counter(at)?;
+            }
+            EventKind::MonitorWait { .. } => {
+                let d = Self::flip(&mut self.waiting, ev.thread, true);
+                self.waiting_count = self.waiting_count.saturating_add_signed(d);
+                self.monitors_counter(at)?;
+            }
+            EventKind::MonitorWaited { .. } => {
+                let d = Self::flip(&mut self.waiting, ev.thread, false);
+                self.waiting_count = self.waiting_count.saturating_add_signed(d);
+                self.monitors_counter(at)?;
+            }
+            EventKind::GcStart | EventKind::GcFinish { .. } => {
+                let mut args = Map::new();
+                let running = matches!(ev.kind, EventKind::GcStart);
+                args.insert("running".into(), Json::from(u8::from(running)));
+                let e = WireEvent {
+                    name: "GC".into(),
+                    cat: "gc",
+                    ph: "C",
+                    ts: us(at),
+                    pid,
+                    tid: 0,
+                    s: None,
+                    args,
+                };
+                Self::push(&mut self.buf, &mut self.first, &e)?;
+            }
+            EventKind::Dropped { count } => {
+                let mut args = Map::new();
+                args.insert("count".into(), Json::from(*count));
+                let mut e = instant(format!("dropped {count} events"), "vmview", args);
+                e.s = Some("p");
+                Self::push(&mut self.buf, &mut self.first, &e)?;
+            }
+            _ => {}
+        }
+        if self.buf.len() >= 64 * 1024 {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        self.start()?;
+        let pid = self.pid;
+        // Closing a cut-off call needs no name: an `E` ends the thread's
+        // innermost open slice.
+        let no_names = SymbolTable::default();
+        let (buf, first) = (&mut self.buf, &mut self.first);
+        let mut err = Ok(());
+        self.calls.finish(|tr| {
+            if err.is_ok() {
+                err = Self::push(buf, first, &slice_event(pid, &tr, None, &no_names));
+            }
+        });
+        err?;
+        self.buf.extend_from_slice(b"\n]}\n");
+        self.out.write_all(&self.buf)?;
+        self.buf.clear();
+        self.out.flush()
+    }
+}
