@@ -11,7 +11,10 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use vmview_export::{ChromeWriter, EventWriter, JsonlWriter, TextWriter, XmlWriter};
+use vmview_export::{
+    ChromeWriter, CollapseOptions, CollapsedWriter, EventWriter, FlameGraphWriter, JsonlWriter,
+    TextWriter, Weight, XmlWriter,
+};
 
 use crate::error::plain;
 use crate::progress::Progress;
@@ -44,6 +47,13 @@ pub struct ExportArgs {
     /// Output file (default: standard output).
     #[arg(short, long, value_name = "OUT")]
     output: Option<PathBuf>,
+    /// collapsed, svg: weigh stacks by self time or by calls.
+    #[arg(long, value_enum, default_value_t = WeightBy::Time)]
+    weight: WeightBy,
+    /// collapsed, svg: start each stack with its thread's name instead of
+    /// merging all threads.
+    #[arg(long)]
+    thread_frames: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -56,6 +66,19 @@ pub enum ExportTo {
     Text,
     /// Chrome trace-event JSON: open in Perfetto (ui.perfetto.dev) or chrome://tracing.
     Chrome,
+    /// Folded stacks of the call tree (`a;b;c 1234`), for flame-graph tools.
+    Collapsed,
+    /// A flame graph of the call tree (SVG, drawn by inferno): open in a browser.
+    Svg,
+}
+
+/// What collapsed stacks and flame graphs weigh.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum WeightBy {
+    /// Self time in nanoseconds (time in a method less its traced callees).
+    Time,
+    /// Number of calls.
+    Calls,
 }
 
 /// Standard output or a created file, buffered.
@@ -69,6 +92,16 @@ pub fn output(path: Option<&PathBuf>) -> anyhow::Result<Box<dyn Write>> {
     })
 }
 
+fn collapse_options(args: &ExportArgs) -> CollapseOptions {
+    CollapseOptions {
+        weight: match args.weight {
+            WeightBy::Time => Weight::SelfTime,
+            WeightBy::Calls => Weight::Calls,
+        },
+        thread_frames: args.thread_frames,
+    }
+}
+
 pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     let mut reader = trace::open(&args.file)?;
     let total = std::fs::metadata(&args.file).map_or(0, |m| m.len());
@@ -78,6 +111,12 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
         ExportTo::Jsonl => Box::new(JsonlWriter::new(out)),
         ExportTo::Text => Box::new(TextWriter::new(out)),
         ExportTo::Chrome => Box::new(ChromeWriter::new(out, reader.header())),
+        ExportTo::Collapsed => Box::new(CollapsedWriter::new(out, collapse_options(args))),
+        ExportTo::Svg => Box::new(FlameGraphWriter::new(
+            out,
+            collapse_options(args),
+            format!("{} (vmview)", args.file.display()),
+        )),
     };
     let mut progress = Progress::new(total, "exporting");
     let mut n: u64 = 0;

@@ -213,3 +213,84 @@ fn chrome_export_counts_blocked_threads_on_contended_monitors() {
     );
     assert!(entered >= 1);
 }
+
+// ------------------------------------------------- collapsed stacks, svg
+
+/// Folded lines as (stack, weight).
+fn folded(p: &Path) -> Vec<(String, u64)> {
+    std::fs::read_to_string(p)
+        .expect("read collapsed")
+        .lines()
+        .map(|l| {
+            let (stack, w) = l.rsplit_once(' ').expect("`stack weight`");
+            (stack.to_string(), w.parse().expect("integer weight"))
+        })
+        .collect()
+}
+
+#[test]
+fn collapsed_self_times_add_up_to_the_time_between_call_and_return() {
+    let rec = recorded("fx.Exceptions", &[]);
+    let events = rec.events();
+    let lines = folded(&export_to(&rec.trace, "collapsed", &[], "folded"));
+    let main_call = crate::support::find(&events, "CALL", "main");
+    let main_return = crate::support::find(&events, "RETURN", "main");
+    let main_ns = main_return["time_ns"].as_u64().unwrap() - main_call["time_ns"].as_u64().unwrap();
+    let under_main: u64 = lines
+        .iter()
+        .filter(|(s, _)| s.starts_with("fx.Exceptions.main"))
+        .map(|(_, w)| w)
+        .sum();
+    assert_eq!(under_main, main_ns, "{lines:?}");
+    // The exception unwound level3 → level2 → level1 into top: the path is there.
+    assert!(lines.iter().any(|(s, _)| s
+        == "fx.Exceptions.main;fx.Exceptions.top;fx.Exceptions.level1;fx.Exceptions.level2;fx.Exceptions.level3"));
+    // The thread killed by an exception starts its own stack.
+    assert!(lines.iter().any(|(s, _)| s == "fx.Exceptions.boom"));
+}
+
+#[test]
+fn collapsed_by_calls_with_thread_frames_counts_every_call() {
+    let rec = recorded("fx.Loop", &["300"]);
+    let events = rec.events();
+    let work_calls = events
+        .iter()
+        .filter(|e| e["type"] == "CALL" && e["method"] == "work")
+        .count() as u64;
+    assert!(work_calls > 100, "only {work_calls} calls of work");
+    let lines = folded(&export_to(
+        &rec.trace,
+        "collapsed",
+        &["--weight", "calls", "--thread-frames"],
+        "folded",
+    ));
+    assert_eq!(
+        lines,
+        [
+            ("main;fx.Loop.main".to_string(), 1),
+            ("main;fx.Loop.main;fx.Loop.work".to_string(), work_calls)
+        ]
+    );
+}
+
+#[test]
+fn svg_flame_graph_is_well_formed_and_shows_the_hot_frames() {
+    let rec = recorded("fx.Loop", &["300"]);
+    let svg = export_to(&rec.trace, "svg", &[], "svg");
+    let out = std::process::Command::new("xmllint")
+        .arg("--noout")
+        .arg(&svg)
+        .output()
+        .expect("run xmllint (Debian package libxml2-utils; .ci/run installs it)");
+    assert!(
+        out.status.success(),
+        "{} is not well-formed XML: {}",
+        svg.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("<svg"), "not an SVG document");
+    // inferno puts each frame's name and weight in a <title>.
+    assert!(text.contains("<title>fx.Loop.work ("), "hot frame missing");
+    assert!(text.contains("<title>fx.Loop.main ("), "root frame missing");
+}

@@ -12,6 +12,8 @@
 
 pub mod calls;
 pub mod chrome;
+pub mod collapsed;
+pub mod flamegraph;
 pub mod jsonl;
 pub mod names;
 pub mod text;
@@ -23,6 +25,8 @@ use std::io::{self, Write};
 use vmview_format::{Event, SymbolTable};
 
 pub use chrome::ChromeWriter;
+pub use collapsed::{CollapseOptions, CollapsedWriter, Weight};
+pub use flamegraph::FlameGraphWriter;
 pub use jsonl::JsonlWriter;
 pub use text::TextWriter;
 pub use xml::XmlWriter;
