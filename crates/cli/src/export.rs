@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use vmview_export::{
     ChromeWriter, CollapseOptions, CollapsedWriter, EventWriter, FlameGraphWriter, JsonlWriter,
-    TextWriter, Weight, XmlWriter,
+    SpeedscopeWriter, TextWriter, Weight, XmlWriter,
 };
 
 use crate::error::plain;
@@ -70,6 +70,8 @@ pub enum ExportTo {
     Collapsed,
     /// A flame graph of the call tree (SVG, drawn by inferno): open in a browser.
     Svg,
+    /// speedscope's JSON, one time-ordered profile per thread: open at speedscope.app.
+    Speedscope,
 }
 
 /// What collapsed stacks and flame graphs weigh.
@@ -116,6 +118,12 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
             out,
             collapse_options(args),
             format!("{} (vmview)", args.file.display()),
+        )),
+        ExportTo::Speedscope => Box::new(SpeedscopeWriter::new(
+            out,
+            args.file
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
         )),
     };
     let mut progress = Progress::new(total, "exporting");

@@ -294,3 +294,103 @@ fn svg_flame_graph_is_well_formed_and_shows_the_hot_frames() {
     assert!(text.contains("<title>fx.Loop.work ("), "hot frame missing");
     assert!(text.contains("<title>fx.Loop.main ("), "root frame missing");
 }
+
+// ------------------------------------------------------------ speedscope
+
+/// speedscope's published JSON schema, from the npm package `speedscope`
+/// (`.ci/run` installs it under target/npm; `VMVIEW_SPEEDSCOPE_SCHEMA`
+/// points elsewhere).
+fn speedscope_schema() -> PathBuf {
+    let p = std::env::var_os("VMVIEW_SPEEDSCOPE_SCHEMA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(
+                "../../target/npm/node_modules/speedscope/dist/release/file-format-schema.json",
+            )
+        });
+    assert!(
+        p.exists(),
+        "speedscope's schema is not at {}: run .ci/run, or `npm install --prefix target/npm speedscope`",
+        p.display()
+    );
+    p
+}
+
+/// Validates `doc` against `schema` with Python's `jsonschema` (an
+/// independent implementation; `.ci/run` installs it from PyPI).
+fn assert_valid_against_schema(doc: &Path, schema: &Path) {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, jsonschema\n\
+             schema = json.load(open(sys.argv[1]))\n\
+             jsonschema.validators.validator_for(schema)(schema).validate(json.load(open(sys.argv[2])))",
+        ])
+        .arg(schema)
+        .arg(doc)
+        .output()
+        .expect("run python3 (with jsonschema from PyPI; .ci/run installs it)");
+    assert!(
+        out.status.success(),
+        "{} does not validate against {}:\n{}",
+        doc.display(),
+        schema.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn speedscope_export_validates_against_the_published_schema_and_nests() {
+    let rec = recorded("fx.Exceptions", &[]);
+    let events = rec.events();
+    let out = export_to(&rec.trace, "speedscope", &[], "speedscope.json");
+    assert_valid_against_schema(&out, &speedscope_schema());
+
+    let doc = read_json(&out);
+    let frames: Vec<&str> = doc["shared"]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    let mut opens = 0;
+    for p in doc["profiles"].as_array().unwrap() {
+        assert_eq!(p["type"], "evented");
+        let (start, end) = (
+            p["startValue"].as_u64().unwrap(),
+            p["endValue"].as_u64().unwrap(),
+        );
+        let mut stack = Vec::new();
+        let mut last = start;
+        for e in p["events"].as_array().unwrap() {
+            let at = e["at"].as_u64().unwrap();
+            assert!(at >= last && at <= end, "event out of order or range: {e}");
+            last = at;
+            let f = e["frame"].as_u64().unwrap() as usize;
+            assert!(f < frames.len());
+            if e["type"] == "O" {
+                opens += 1;
+                stack.push(f);
+            } else {
+                assert_eq!(
+                    stack.pop(),
+                    Some(f),
+                    "close of a frame that is not on top: {e}"
+                );
+            }
+        }
+        assert!(stack.is_empty(), "profile {} leaves frames open", p["name"]);
+    }
+    assert_eq!(opens, of_type(&events, "CALL").len());
+    assert!(frames.contains(&"fx.Exceptions.level3"));
+    let names: Vec<&str> = doc["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"main") && names.contains(&"doomed"),
+        "{names:?}"
+    );
+}

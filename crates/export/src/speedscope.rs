@@ -1,0 +1,192 @@
+//! The speedscope exporter: speedscope's own JSON file format
+//! (<https://www.speedscope.app/file-format-schema.json>), which the
+//! speedscope web app and `npx speedscope FILE` open with its time-order,
+//! left-heavy and sandwich views.
+//!
+//! speedscope is the flame-graph viewer that keeps time order, so it shows
+//! a traced run as it happened. Each thread becomes an *evented* profile:
+//! an `O` (open) event when a traced method is entered and a `C` (close)
+//! when it returns, at nanoseconds since the trace started. Frames are
+//! shared by all profiles (`shared.frames`, one per method, named
+//! `class.method`). Calls are matched by [`crate::calls`], so the events
+//! nest as speedscope requires even when the trace is cut: a call whose
+//! RETURN is missing closes at its thread's next return from below or last
+//! event, and a RETURN without its CALL is left out.
+//!
+//! A *sampled* profile from SAMPLE events is the other half of the format;
+//! it comes with SAMPLE events in the trace.
+//!
+//! The file is one JSON object whose profiles each list one thread's
+//! events, while a trace interleaves threads; so events are kept in memory
+//! (12 bytes each) until [`EventWriter::finish`] writes the document.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use serde::Serialize;
+use vmview_format::{Event, EventKind, MethodId, SymbolTable, ThreadRef};
+
+use crate::calls::{CallMatcher, Transition};
+use crate::names::MethodNames;
+use crate::EventWriter;
+
+const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
+
+#[derive(Serialize)]
+struct WireFrame<'a> {
+    name: &'a str,
+}
+
+#[derive(Serialize)]
+struct WireEvent {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    frame: u32,
+    at: u64,
+}
+
+/// One thread's timeline, compact: times and frame indexes with the
+/// open/close bit in the top bit.
+#[derive(Default)]
+struct Timeline {
+    name: String,
+    at: Vec<u64>,
+    frame: Vec<u32>,
+    first_ns: Option<u64>,
+}
+
+const CLOSE_BIT: u32 = 1 << 31;
+
+/// Writes a speedscope document at [`EventWriter::finish`].
+pub struct SpeedscopeWriter<W: Write> {
+    out: W,
+    name: String,
+    calls: CallMatcher,
+    frames: Vec<String>,
+    frame_of: HashMap<MethodId, u32>,
+    threads: Vec<Timeline>,
+}
+
+impl<W: Write> SpeedscopeWriter<W> {
+    /// `name` titles the document in speedscope (the trace's file name, say).
+    pub fn new(out: W, name: impl Into<String>) -> Self {
+        SpeedscopeWriter {
+            out,
+            name: name.into(),
+            calls: CallMatcher::new(),
+            frames: Vec::new(),
+            frame_of: HashMap::new(),
+            threads: Vec::new(),
+        }
+    }
+
+    fn frame(&mut self, m: MethodId, syms: &SymbolTable) -> u32 {
+        if let Some(&f) = self.frame_of.get(&m) {
+            return f;
+        }
+        let n = MethodNames::resolve(syms, m);
+        let f = self.frames.len() as u32;
+        self.frames.push(format!("{}.{}", n.class, n.name));
+        self.frame_of.insert(m, f);
+        f
+    }
+
+    fn timeline(threads: &mut Vec<Timeline>, t: ThreadRef) -> &mut Timeline {
+        let i = t.0 as usize;
+        if i >= threads.len() {
+            threads.resize_with(i + 1, Timeline::default);
+        }
+        &mut threads[i]
+    }
+
+    fn record(&mut self, tr: Transition<'_>, opened: Option<u32>) {
+        match tr {
+            Transition::Open { thread, frame } => {
+                let tl = Self::timeline(&mut self.threads, thread);
+                tl.at.push(frame.start_ns);
+                tl.frame.push(opened.expect("an Open comes from a CALL"));
+            }
+            Transition::Close {
+                thread,
+                frame,
+                at_ns,
+                ..
+            } => {
+                let f = self.frame_of[&frame.method];
+                let tl = Self::timeline(&mut self.threads, thread);
+                tl.at.push(at_ns);
+                tl.frame.push(f | CLOSE_BIT);
+            }
+        }
+    }
+}
+
+impl<W: Write> EventWriter for SpeedscopeWriter<W> {
+    fn write_event(&mut self, ev: &Event, syms: &SymbolTable) -> io::Result<()> {
+        let opened = match ev.kind {
+            EventKind::Call { method, .. } => Some(self.frame(method, syms)),
+            _ => None,
+        };
+        let tl = Self::timeline(&mut self.threads, ev.thread);
+        if tl.first_ns.is_none() {
+            tl.first_ns = Some(ev.time_ns);
+            tl.name = syms.thread_name(ev.thread);
+        }
+        let mut calls = std::mem::take(&mut self.calls);
+        calls.event(ev, |tr| self.record(tr, opened));
+        self.calls = calls;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        let mut calls = std::mem::take(&mut self.calls);
+        calls.finish(|tr| self.record(tr, None));
+        let out = &mut self.out;
+        write!(
+            out,
+            "{{\"$schema\":\"{SCHEMA}\",\"exporter\":\"vmview\",\"name\":"
+        )?;
+        serde_json::to_writer(&mut *out, &self.name)?;
+        out.write_all(b",\"activeProfileIndex\":0,\"profiles\":[")?;
+        let mut first_profile = true;
+        for (i, tl) in self.threads.iter().enumerate() {
+            if tl.at.is_empty() {
+                continue;
+            }
+            if !first_profile {
+                out.write_all(b",")?;
+            }
+            first_profile = false;
+            let start = tl.first_ns.unwrap_or(0).min(tl.at[0]);
+            let end = calls.last_ns(ThreadRef(i as u32));
+            out.write_all(b"\n{\"type\":\"evented\",\"name\":")?;
+            serde_json::to_writer(&mut *out, &tl.name)?;
+            write!(
+                out,
+                ",\"unit\":\"nanoseconds\",\"startValue\":{start},\"endValue\":{end},\"events\":["
+            )?;
+            for (j, (&at, &f)) in tl.at.iter().zip(&tl.frame).enumerate() {
+                if j > 0 {
+                    out.write_all(b",")?;
+                }
+                let ev = WireEvent {
+                    kind: if f & CLOSE_BIT != 0 { "C" } else { "O" },
+                    frame: f & !CLOSE_BIT,
+                    at,
+                };
+                serde_json::to_writer(&mut *out, &ev)?;
+            }
+            out.write_all(b"]}")?;
+        }
+        out.write_all(b"\n],\"shared\":{\"frames\":[")?;
+        for (j, name) in self.frames.iter().enumerate() {
+            if j > 0 {
+                out.write_all(b",")?;
+            }
+            serde_json::to_writer(&mut *out, &WireFrame { name })?;
+        }
+        out.write_all(b"]}}\n")?;
+        self.calls = calls;
+        out.flush()
+    }
+}
