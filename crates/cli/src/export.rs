@@ -13,10 +13,10 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use vmview_export::{
     ChromeWriter, CollapseOptions, CollapsedWriter, EventWriter, FlameGraphWriter, JsonlWriter,
-    SpeedscopeWriter, TextWriter, Weight, XmlWriter,
+    ParquetWriter, SpeedscopeWriter, TextWriter, Weight, XmlWriter,
 };
 
-use crate::error::plain;
+use crate::error::{hinted, plain};
 use crate::progress::Progress;
 use crate::trace;
 
@@ -72,6 +72,16 @@ pub enum ExportTo {
     Svg,
     /// speedscope's JSON, one time-ordered profile per thread: open at speedscope.app.
     Speedscope,
+    /// Apache Parquet, one row per event (docs/PARQUET.md): query with DuckDB, Spark, Trino...
+    Parquet,
+}
+
+/// The last component of a path, for names inside exported files.
+fn file_name(p: &std::path::Path) -> String {
+    p.file_name().map_or_else(
+        || p.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// What collapsed stacks and flame graphs weigh.
@@ -107,7 +117,17 @@ fn collapse_options(args: &ExportArgs) -> CollapseOptions {
 pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     let mut reader = trace::open(&args.file)?;
     let total = std::fs::metadata(&args.file).map_or(0, |m| m.len());
-    let out = output(args.output.as_ref())?;
+    if matches!(args.format, ExportTo::Parquet) && args.output.is_none() {
+        return Err(hinted(
+            "Parquet goes to a file, not to standard output",
+            "name the file: vmview export TRACE --format parquet -o trace.parquet",
+        ));
+    }
+    // Parquet's writer wants a `Send` sink; the others take any output.
+    let out: Box<dyn Write> = match args.format {
+        ExportTo::Parquet => Box::new(io::sink()),
+        _ => output(args.output.as_ref())?,
+    };
     let mut writer: Box<dyn EventWriter> = match args.format {
         ExportTo::Xml => Box::new(XmlWriter::new(out, reader.header())),
         ExportTo::Jsonl => Box::new(JsonlWriter::new(out)),
@@ -119,12 +139,17 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
             collapse_options(args),
             format!("{} (vmview)", args.file.display()),
         )),
-        ExportTo::Speedscope => Box::new(SpeedscopeWriter::new(
-            out,
-            args.file
-                .file_name()
-                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-        )),
+        ExportTo::Speedscope => Box::new(SpeedscopeWriter::new(out, file_name(&args.file))),
+        ExportTo::Parquet => {
+            let path = args.output.as_ref().expect("checked above");
+            let file =
+                File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+            Box::new(ParquetWriter::new(
+                BufWriter::with_capacity(256 * 1024, file),
+                reader.header(),
+                &file_name(&args.file),
+            )?)
+        }
     };
     let mut progress = Progress::new(total, "exporting");
     let mut n: u64 = 0;

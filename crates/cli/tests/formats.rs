@@ -394,3 +394,95 @@ fn speedscope_export_validates_against_the_published_schema_and_nests() {
         "{names:?}"
     );
 }
+
+// --------------------------------------------------------------- parquet
+
+/// Runs `sql` in DuckDB (Python package from PyPI, an engine independent
+/// of vmview's writer; `.ci/run` installs it) and returns the rows as JSON
+/// arrays.
+fn duckdb(sql: &str) -> Vec<Value> {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import duckdb, json, sys\n\
+             rows = duckdb.sql(sys.argv[1]).fetchall()\n\
+             print(json.dumps([list(r) for r in rows], default=str))",
+            sql,
+        ])
+        .output()
+        .expect("run python3 (with duckdb from PyPI; .ci/run installs it)");
+    assert!(
+        out.status.success(),
+        "DuckDB failed on {sql}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match serde_json::from_slice(&out.stdout).expect("JSON rows") {
+        Value::Array(rows) => rows,
+        other => panic!("not rows: {other}"),
+    }
+}
+
+/// Event counts by type, as the JSON Lines export sees them.
+fn counts_by_type(events: &[Value]) -> std::collections::BTreeMap<String, u64> {
+    let mut m = std::collections::BTreeMap::new();
+    for e in events {
+        *m.entry(e["type"].as_str().unwrap().to_string())
+            .or_insert(0) += 1;
+    }
+    m
+}
+
+#[test]
+fn parquet_export_reads_back_in_duckdb_with_the_json_lines_values() {
+    let rec = recorded("fx.Exceptions", &[]);
+    let events = rec.events();
+    let pq = export_to(&rec.trace, "parquet", &[], "parquet");
+    let file = path_str(&pq);
+
+    let rows = duckdb(&format!(
+        "SELECT type, count(*) FROM '{file}' GROUP BY type ORDER BY type"
+    ));
+    let got: std::collections::BTreeMap<String, u64> = rows
+        .iter()
+        .map(|r| (r[0].as_str().unwrap().to_string(), r[1].as_u64().unwrap()))
+        .collect();
+    assert_eq!(got, counts_by_type(&events));
+
+    // Every THROW row says what JSON Lines says, column by column.
+    let throws = duckdb(&format!(
+        "SELECT id, source_id, exception, message, class, method, line, catch_class, catch_method, catch_line, thread
+         FROM '{file}' WHERE type = 'THROW' ORDER BY id"
+    ));
+    let expected: Vec<Value> = of_type(&events, "THROW")
+        .iter()
+        .map(|e| {
+            serde_json::json!([
+                e["id"],
+                e["id"],
+                e["exception"],
+                e["message"],
+                e["class"],
+                e["method"],
+                e["loc"]["line"],
+                e["catch_class"],
+                e["catch_method"],
+                e["catch_loc"].get("line").cloned().unwrap_or(Value::Null),
+                e["thread"]
+            ])
+        })
+        .collect();
+    assert_eq!(throws, expected);
+
+    // Parameters are the JSON Lines `params` list, as a JSON string.
+    let params = duckdb(&format!(
+        "SELECT params FROM '{file}' WHERE type = 'CALL' AND method = 'level3'"
+    ));
+    let level3 = crate::support::find(&events, "CALL", "level3");
+    let parsed: Value = serde_json::from_str(params[0][0].as_str().unwrap()).unwrap();
+    assert_eq!(parsed, level3["params"]);
+    // Source and JVM are on every row.
+    let pid = duckdb(&format!("SELECT DISTINCT source, pid FROM '{file}'"));
+    assert_eq!(pid.len(), 1);
+    assert_eq!(pid[0][0], "trace.vmv");
+    assert!(pid[0][1].as_u64().unwrap() > 0);
+}
