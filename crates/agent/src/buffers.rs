@@ -14,7 +14,14 @@ use vmview_format::{Event, EventKind, Value};
 #[derive(Default)]
 pub struct ThreadBuffer {
     events: Mutex<Vec<Event>>,
+    /// The vector the writer emptied last time, capacity kept: swapped in
+    /// at the next drain, so a busy thread does not grow a fresh vector
+    /// (page faults, copies) on its hot path after every drain.
+    spare: Mutex<Vec<Event>>,
 }
+
+/// Capacity, in events, a drained buffer keeps for reuse (~20 MiB).
+const SPARE_EVENTS: usize = 1 << 18;
 
 pub struct Buffers {
     registry: Mutex<Vec<Arc<ThreadBuffer>>>,
@@ -58,9 +65,12 @@ impl Buffers {
         let mut registry = lock(&self.registry);
         let mut freed = 0;
         for b in registry.iter() {
-            let mut events = std::mem::take(&mut *lock(&b.events));
+            let mut events = std::mem::take(&mut *lock(&b.spare));
+            std::mem::swap(&mut *lock(&b.events), &mut events);
             freed += events.iter().map(estimated_size).sum::<u64>();
             out.append(&mut events);
+            events.shrink_to(SPARE_EVENTS);
+            *lock(&b.spare) = events;
         }
         // A buffer only the registry still holds belongs to a finished thread.
         registry.retain(|b| Arc::strong_count(b) > 1 || !lock(&b.events).is_empty());

@@ -1,7 +1,8 @@
 //! The writer thread: the only place the agent does file I/O.
 //!
 //! It is a plain OS thread, not attached to the JVM (it never calls JNI or
-//! JVMTI). It wakes every 100 ms (or `flush=`, if shorter), drains the
+//! JVMTI). It wakes every 25 ms (or `flush=`, if shorter; often enough that a
+//! busy thread's buffer stays within the capacity it keeps between drains), drains the
 //! thread buffers, then the pending symbols (so every drained event has its
 //! symbols), sorts the batch by time, numbers the events 1, 2, 3 … and
 //! hands them to the [`TraceWriter`], ending a chunk at least every
@@ -26,7 +27,7 @@ use vmview_format::{Event, EventKind, Symbol, ThreadRef, TraceHeader, TraceWrite
 
 /// How long an event waits before it is considered safe to order.
 const HOLD_BACK_NS: u64 = 20_000_000;
-const TICK: Duration = Duration::from_millis(100);
+const TICK: Duration = Duration::from_millis(25);
 
 pub struct WriterThread {
     shared: Arc<Shared>,
@@ -70,7 +71,6 @@ struct Writer {
     /// stays bounded, but nothing more is written.
     out: Option<TraceWriter<BufWriter<File>>>,
     held: Vec<Event>,
-    incoming: Vec<Event>,
     symbols: Vec<Symbol>,
     next_id: u64,
     last_time: u64,
@@ -85,7 +85,6 @@ impl Writer {
             agent,
             out: None,
             held: Vec::new(),
-            incoming: Vec::new(),
             symbols: Vec::new(),
             next_id: 1,
             last_time: 0,
@@ -154,9 +153,10 @@ impl Writer {
 
     /// One drain: events first, then the symbols they may use.
     fn round(&mut self, everything: bool) {
-        self.agent.buffers.drain(&mut self.incoming);
+        // Straight into `held`, numbered and written in place: each event
+        // is copied once on its way from a thread's buffer to the file.
+        self.agent.buffers.drain(&mut self.held);
         self.agent.symbols.drain_pending(&mut self.symbols);
-        self.held.append(&mut self.incoming);
         self.held.sort_by_key(|e| e.time_ns);
         let cutoff = if everything {
             u64::MAX
@@ -182,10 +182,12 @@ impl Writer {
             self.drops_reported += dropped;
             return;
         };
-        let mut events: Vec<Event> = self.held.drain(..ready).collect();
+        let mut drop_report = None;
         if let (true, Some(thread)) = (dropped > 0, self.agent_thread) {
-            let time = events.last().map_or(self.last_time, |e| e.time_ns);
-            events.push(Event {
+            let time = self.held[..ready]
+                .last()
+                .map_or(self.last_time, |e| e.time_ns);
+            drop_report = Some(Event {
                 id: 0,
                 time_ns: time,
                 thread,
@@ -193,21 +195,23 @@ impl Writer {
             });
             self.drops_reported += dropped;
         }
-        for e in &mut events {
+        for e in self.held[..ready].iter_mut().chain(drop_report.iter_mut()) {
             e.id = self.next_id;
             self.next_id += 1;
             self.last_time = self.last_time.max(e.time_ns);
         }
         let symbols = std::mem::take(&mut self.symbols);
+        let events = &self.held[..ready];
         let ok = self.attempt("write", || {
             for s in symbols {
                 out.define(s);
             }
-            for e in &events {
+            for e in events.iter().chain(drop_report.iter()) {
                 out.write(e)?;
             }
             Ok(())
         });
+        self.held.drain(..ready);
         if ok.is_some() {
             self.out = Some(out);
         }

@@ -100,7 +100,9 @@ fn on_entry(agent: &Agent, jni: Jni, thread: sys::jthread, method: sys::jmethodI
     } else {
         None
     };
-    let params: Vec<Value> = if info.native {
+    let params: Vec<Value> = if !agent.options.args {
+        Vec::new()
+    } else if info.native {
         vec![Value::Unavailable; info.params.len()]
     } else {
         info.params
@@ -148,6 +150,7 @@ unsafe extern "C" fn method_exit(
         let outcome = match (&returned, info.ret) {
             _ if was_popped_by_exception != 0 => None,
             (_, b'V') => Some(Outcome::Void),
+            _ if !agent.options.args => Some(Outcome::Value(Value::Unavailable)),
             (Some(r), _) => Some(Outcome::Value(values::object(agent, jni, r.get()))),
             (None, ty) => Some(Outcome::Value(values::from_jvalue(
                 agent,
