@@ -10,6 +10,7 @@ mod dataflow;
 mod error;
 mod export;
 mod filter;
+mod merge;
 mod progress;
 mod record;
 mod search;
@@ -63,6 +64,7 @@ enum Command {
     Export(export::ExportArgs),
     Filter(filter::FilterArgs),
     Search(search::SearchArgs),
+    Merge(merge::MergeArgs),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +89,7 @@ fn main() -> ExitCode {
         Command::Export(args) => export::run(&args),
         Command::Filter(args) => filter::run(&args),
         Command::Search(args) => search::run(&args),
+        Command::Merge(args) => merge::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -486,3 +486,109 @@ fn parquet_export_reads_back_in_duckdb_with_the_json_lines_values() {
     assert_eq!(pid[0][0], "trace.vmv");
     assert!(pid[0][1].as_u64().unwrap() > 0);
 }
+
+// ----------------------------------------------------------------- merge
+
+/// A trace recorded from `main`, copied to `name` (as `file=app-%p.vmv`
+/// would name each JVM's trace).
+fn recorded_as(main: &str, args: &[&str], name: &str) -> (PathBuf, Vec<Value>) {
+    let rec = recorded(main, args);
+    let to = rec.trace.with_file_name(name);
+    std::fs::copy(&rec.trace, &to).expect("copy trace");
+    let events = rec.events();
+    (to, events)
+}
+
+#[test]
+fn merged_traces_keep_each_events_source_and_id_and_answer_fleet_queries_in_duckdb() {
+    let (a, a_events) = recorded_as("fx.Exceptions", &[], "app-a.vmv");
+    let (b, b_events) = recorded_as("fx.Loop", &["200"], "app-b.vmv");
+    let all = a.with_file_name("fleet.vmv");
+    let o = run(&["merge", path_str(&a), path_str(&b), "-o", path_str(&all)]);
+    assert!(
+        o.status.success(),
+        "vmview merge failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    // One trace, every event once, in time order, its source in its id.
+    let merged = jsonl(&all);
+    assert_eq!(merged.len(), a_events.len() + b_events.len());
+    let mut last = 0;
+    let mut per_source = [0usize; 2];
+    for e in &merged {
+        let t = e["time_ns"].as_u64().unwrap();
+        assert!(t >= last, "merged trace goes back in time at {e}");
+        last = t;
+        per_source[(e["id"].as_u64().unwrap() % 256) as usize] += 1;
+    }
+    assert_eq!(per_source, [a_events.len(), b_events.len()]);
+
+    // Parquet of the merge: the same rows as each source's own export.
+    let pq_all = export_to(&all, "parquet", &[], "parquet");
+    let pq_a = export_to(&a, "parquet", &[], "parquet");
+    let pq_b = export_to(&b, "parquet", &[], "parquet");
+    let (all_f, a_f, b_f) = (path_str(&pq_all), path_str(&pq_a), path_str(&pq_b));
+    let same = duckdb(&format!(
+        "SELECT count(*) FROM '{all_f}' m JOIN read_parquet(['{a_f}', '{b_f}']) o
+           ON m.source = o.source AND m.source_id = o.id AND m.pid = o.pid AND m.time = o.time
+          AND m.type = o.type AND m.thread = o.thread
+          AND m.method IS NOT DISTINCT FROM o.method AND m.params IS NOT DISTINCT FROM o.params"
+    ));
+    assert_eq!(same[0][0].as_u64().unwrap() as usize, merged.len());
+
+    // A fleet question: events by JVM and type.
+    let rows = duckdb(&format!(
+        "SELECT source, type, count(*) FROM '{all_f}' GROUP BY ALL ORDER BY source, type"
+    ));
+    let mut expected = Vec::new();
+    for (name, events) in [("app-a.vmv", &a_events), ("app-b.vmv", &b_events)] {
+        for (ty, n) in counts_by_type(events) {
+            expected.push(serde_json::json!([name, ty, n]));
+        }
+    }
+    assert_eq!(rows, expected);
+    // Calls of fx.Loop.work, and exceptions never caught, per JVM.
+    let work = duckdb(&format!(
+        "SELECT count(*) FROM '{all_f}' WHERE type = 'CALL' AND class = 'fx.Loop' AND method = 'work'"
+    ));
+    let expected_work = b_events
+        .iter()
+        .filter(|e| e["type"] == "CALL" && e["method"] == "work")
+        .count();
+    assert_eq!(work[0][0].as_u64().unwrap() as usize, expected_work);
+    let uncaught = duckdb(&format!(
+        "SELECT source, count(*) FROM '{all_f}' WHERE type = 'THROW' AND catch_class IS NULL GROUP BY source"
+    ));
+    let expected_uncaught = of_type(&a_events, "THROW")
+        .iter()
+        .filter(|e| e["catch_class"].is_null())
+        .count();
+    assert_eq!(
+        uncaught,
+        [serde_json::json!(["app-a.vmv", expected_uncaught])]
+    );
+}
+
+#[test]
+fn chrome_export_of_a_merged_trace_has_one_process_per_jvm() {
+    let (a, _) = recorded_as("fx.Exceptions", &[], "jvm-a.vmv");
+    let (b, _) = recorded_as("fx.Contention", &[], "jvm-b.vmv");
+    let all = a.with_file_name("both.vmv");
+    let o = run(&["merge", path_str(&a), path_str(&b), "-o", path_str(&all)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc = read_json(&export_to(&all, "chrome", &[], "json"));
+    check_chrome(&doc);
+    let processes: Vec<&Value> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .collect();
+    assert_eq!(processes.len(), 2);
+    assert_ne!(processes[0]["pid"], processes[1]["pid"]);
+    assert!(processes[0]["args"]["name"]
+        .as_str()
+        .unwrap()
+        .starts_with("jvm-a.vmv"));
+}

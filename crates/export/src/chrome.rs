@@ -7,7 +7,8 @@
 //!
 //! - one track per thread: `pid` is the JVM's process id, `tid` the
 //!   thread's handle in the trace, and a `thread_name` metadata event names
-//!   it (a `process_name` one names the JVM);
+//!   it (a `process_name` one names the JVM); a trace made by `vmview
+//!   merge` gets one process per source JVM;
 //! - a traced call is a `B`/`E` slice pair named `class.method`, its
 //!   arguments (`args`: the descriptor, depth, event id and each parameter
 //!   by name) on `B`, its return value or exception on `E`. Slices nest
@@ -37,6 +38,7 @@ use vmview_format::{
 use crate::calls::{CallMatcher, Closed, Transition};
 use crate::jsonl::value_json;
 use crate::names::{loc_display, monitor_name, MethodNames};
+use crate::parquet::{merge_sources, MERGE_SOURCE_BITS};
 use crate::EventWriter;
 
 /// One trace event, as the format spells it.
@@ -61,17 +63,28 @@ struct WireEvent<'a> {
 /// Writes a Chrome trace-event JSON document.
 pub struct ChromeWriter<W: Write> {
     out: W,
+    /// The process of the event being written.
     pid: u32,
+    /// One per JVM: the trace's, or each source of a merged trace.
+    processes: Vec<Process>,
+    merged: bool,
+    /// The process of each thread, for slices closed at the end.
+    thread_pid: Vec<u32>,
     buf: Vec<u8>,
     first: bool,
     calls: CallMatcher,
     named: Vec<bool>,
     blocked: Vec<bool>,
     waiting: Vec<bool>,
-    blocked_count: u32,
-    waiting_count: u32,
     header_written: bool,
-    process_name: String,
+}
+
+/// A JVM's track group and its monitor counters.
+struct Process {
+    pid: u32,
+    name: String,
+    blocked: u32,
+    waiting: u32,
 }
 
 fn us(ns: u64) -> f64 {
@@ -80,30 +93,57 @@ fn us(ns: u64) -> f64 {
 
 impl<W: Write> ChromeWriter<W> {
     /// A writer for a trace with this header (the JVM's pid and command
-    /// name the process track).
+    /// name the process track; a merged trace gets one process per source).
     pub fn new(out: W, header: &TraceHeader) -> Self {
-        let command = header
-            .properties
-            .iter()
-            .find(|(k, _)| k == "command")
-            .map(|(_, v)| v.as_str());
-        let process_name = match command {
-            Some(c) if !c.is_empty() => format!("java {c}"),
-            _ => "java".to_string(),
+        let name = |command: Option<&str>, pid: u32| match command {
+            Some(c) if !c.is_empty() => format!("java {c} (pid {pid})"),
+            _ => format!("java (pid {pid})"),
+        };
+        let prop = |k: &str| {
+            header
+                .properties
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
+        let sources = merge_sources(header);
+        let merged = !sources.is_empty();
+        let processes: Vec<Process> = if merged {
+            sources
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Process {
+                    pid: s.pid,
+                    name: format!(
+                        "{} {}",
+                        s.file,
+                        name(prop(&format!("merge.source.{i}.command")), s.pid)
+                    ),
+                    blocked: 0,
+                    waiting: 0,
+                })
+                .collect()
+        } else {
+            vec![Process {
+                pid: header.pid,
+                name: name(prop("command"), header.pid),
+                blocked: 0,
+                waiting: 0,
+            }]
         };
         ChromeWriter {
             out,
-            pid: header.pid,
+            pid: processes[0].pid,
+            processes,
+            merged,
+            thread_pid: Vec::new(),
             buf: Vec::with_capacity(4096),
             first: true,
             calls: CallMatcher::new(),
             named: Vec::new(),
             blocked: Vec::new(),
             waiting: Vec::new(),
-            blocked_count: 0,
-            waiting_count: 0,
             header_written: false,
-            process_name,
         }
     }
 
@@ -129,19 +169,32 @@ impl<W: Write> ChromeWriter<W> {
         self.out.write_all(
             b"{\"displayTimeUnit\":\"ns\",\"otherData\":{\"exporter\":\"vmview\"},\"traceEvents\":[\n",
         )?;
-        let mut args = Map::new();
-        args.insert("name".into(), Json::String(self.process_name.clone()));
-        let ev = WireEvent {
-            name: "process_name".into(),
-            cat: "",
-            ph: "M",
-            ts: 0.0,
-            pid: self.pid,
-            tid: 0,
-            s: None,
-            args,
-        };
-        Self::push(&mut self.buf, &mut self.first, &ev)
+        for p in &self.processes {
+            let mut args = Map::new();
+            args.insert("name".into(), Json::String(p.name.clone()));
+            let ev = WireEvent {
+                name: "process_name".into(),
+                cat: "",
+                ph: "M",
+                ts: 0.0,
+                pid: p.pid,
+                tid: 0,
+                s: None,
+                args,
+            };
+            Self::push(&mut self.buf, &mut self.first, &ev)?;
+        }
+        Ok(())
+    }
+
+    /// The process an event belongs to (its source, in a merged trace).
+    fn process_of(&self, id: u64) -> usize {
+        if self.merged {
+            let s = (id & ((1 << MERGE_SOURCE_BITS) - 1)) as usize;
+            s.min(self.processes.len() - 1)
+        } else {
+            0
+        }
     }
 
     fn name_thread(&mut self, thread: ThreadRef, syms: &SymbolTable) -> io::Result<()> {
@@ -153,6 +206,10 @@ impl<W: Write> ChromeWriter<W> {
             self.named.resize(i + 1, false);
         }
         self.named[i] = true;
+        if i >= self.thread_pid.len() {
+            self.thread_pid.resize(i + 1, 0);
+        }
+        self.thread_pid[i] = self.pid;
         let mut args = Map::new();
         args.insert("name".into(), Json::String(syms.thread_name(thread)));
         let ev = WireEvent {
@@ -178,10 +235,11 @@ impl<W: Write> ChromeWriter<W> {
         i32::from(on) - i32::from(was)
     }
 
-    fn monitors_counter(&mut self, at: u64) -> io::Result<()> {
+    fn monitors_counter(&mut self, at: u64, process: usize) -> io::Result<()> {
         let mut args = Map::new();
-        args.insert("blocked".into(), Json::from(self.blocked_count));
-        args.insert("waiting".into(), Json::from(self.waiting_count));
+        let p = &self.processes[process];
+        args.insert("blocked".into(), Json::from(p.blocked));
+        args.insert("waiting".into(), Json::from(p.waiting));
         let ev = WireEvent {
             name: "monitors".into(),
             cat: "lock",
@@ -308,6 +366,8 @@ fn slice_event<'a>(
 impl<W: Write> EventWriter for ChromeWriter<W> {
     fn write_event(&mut self, ev: &Event, syms: &SymbolTable) -> io::Result<()> {
         self.start()?;
+        let process = self.process_of(ev.id);
+        self.pid = self.processes[process].pid;
         self.name_thread(ev.thread, syms)?;
         let pid = self.pid;
         let (buf, first) = (&mut self.buf, &mut self.first);
@@ -377,29 +437,33 @@ impl<W: Write> EventWriter for ChromeWriter<W> {
             }
             EventKind::MonitorContendedEnter { .. } => {
                 let d = Self::flip(&mut self.blocked, ev.thread, true);
-                self.blocked_count = self.blocked_count.saturating_add_signed(d);
-                self.monitors_counter(at)?;
+                let p = &mut self.processes[process];
+                p.blocked = p.blocked.saturating_add_signed(d);
+                self.monitors_counter(at, process)?;
             }
             EventKind::MonitorContendedEntered { monitor, wait_ns } => {
                 let d = Self::flip(&mut self.blocked, ev.thread, false);
-                self.blocked_count = self.blocked_count.saturating_add_signed(d);
+                let p = &mut self.processes[process];
+                p.blocked = p.blocked.saturating_add_signed(d);
                 let mut args = Map::new();
                 args.insert("id".into(), Json::from(ev.id));
                 args.insert("wait_ns".into(), Json::from(*wait_ns));
                 let name = format!("entered {}", monitor_name(syms, monitor));
                 let e = instant(name, "lock", args);
                 Self::push(&mut self.buf, &mut self.first, &e)?;
-                self.monitors_counter(at)?;
+                self.monitors_counter(at, process)?;
             }
             EventKind::MonitorWait { .. } => {
                 let d = Self::flip(&mut self.waiting, ev.thread, true);
-                self.waiting_count = self.waiting_count.saturating_add_signed(d);
-                self.monitors_counter(at)?;
+                let p = &mut self.processes[process];
+                p.waiting = p.waiting.saturating_add_signed(d);
+                self.monitors_counter(at, process)?;
             }
             EventKind::MonitorWaited { .. } => {
                 let d = Self::flip(&mut self.waiting, ev.thread, false);
-                self.waiting_count = self.waiting_count.saturating_add_signed(d);
-                self.monitors_counter(at)?;
+                let p = &mut self.processes[process];
+                p.waiting = p.waiting.saturating_add_signed(d);
+                self.monitors_counter(at, process)?;
             }
             EventKind::GcStart | EventKind::GcFinish { .. } => {
                 let mut args = Map::new();
@@ -435,7 +499,7 @@ impl<W: Write> EventWriter for ChromeWriter<W> {
 
     fn finish(&mut self) -> io::Result<()> {
         self.start()?;
-        let pid = self.pid;
+        let thread_pid = &self.thread_pid;
         // Closing a cut-off call needs no name: an `E` ends the thread's
         // innermost open slice.
         let no_names = SymbolTable::default();
@@ -443,6 +507,10 @@ impl<W: Write> EventWriter for ChromeWriter<W> {
         let mut err = Ok(());
         self.calls.finish(|tr| {
             if err.is_ok() {
+                let t = match &tr {
+                    Transition::Open { thread, .. } | Transition::Close { thread, .. } => thread,
+                };
+                let pid = thread_pid.get(t.0 as usize).copied().unwrap_or(0);
                 err = Self::push(buf, first, &slice_event(pid, &tr, None, &no_names));
             }
         });
