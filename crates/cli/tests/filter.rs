@@ -286,6 +286,19 @@ fn bad_expressions_and_malformed_xml_are_reported_with_their_place() {
         "{err}"
     );
 
+    // Writing over the input would truncate it before it is read.
+    let events = rec.events();
+    let o = run(&[
+        "filter",
+        path_str(&rec.trace),
+        "-o",
+        path_str(&rec.trace),
+        "true",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is the input file"));
+    assert_eq!(rec.events(), events, "the input was changed");
+
     let dir = scratch("bad-xml");
     let bad = dir.join("bad.xml");
     std::fs::write(
