@@ -171,7 +171,11 @@ fn round_trip_binary_xml_filter_binary_keeps_ids_values_and_source() {
     // Filtered to XML: still valid against the DTD, with the same events.
     let sub_xml = dir.join("calls.xml");
     let out = run(&["filter", path_str(&xml), "-o", path_str(&sub_xml), expr]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     crate::xml::assert_valid_xml(&sub_xml);
     assert_eq!(filter_jsonl(&sub_xml, "true"), expected);
 
