@@ -95,6 +95,10 @@ struct Args {
     /// Keep the work directory (traces, recordings, outputs).
     #[arg(long)]
     keep: bool,
+    /// Kill a run that takes longer than this many seconds (a hung tracer);
+    /// its configuration is then reported as failed.
+    #[arg(long, value_name = "SECS", default_value_t = 180)]
+    timeout: u64,
 }
 
 fn main() {
@@ -299,7 +303,7 @@ fn measure_all(args: &Args, agent: &Path, vmview: &Path, work: &Path) -> anyhow:
         std::fs::create_dir_all(&dir)?;
         let mut cmd = Command::new(&first.java);
         cmd.args(workload.program_args(1));
-        measure::run(cmd, &dir)?;
+        measure::run(cmd, &dir, Duration::from_secs(args.timeout))?;
     }
 
     let active = rows.iter().filter(|r| r.skipped.is_none()).count();
@@ -344,18 +348,28 @@ fn measure_all(args: &Args, agent: &Path, vmview: &Path, work: &Path) -> anyhow:
                 args.reps,
                 row.config.name
             );
-            let r = measure::run(cmd, &dir)?;
+            let r = measure::run(cmd, &dir, Duration::from_secs(args.timeout))?;
             eprintln!(
                 "wall {:>8}  cpu {:>8}{}",
                 secs(r.wall),
                 secs(r.cpu),
-                if r.success { "" } else { "  FAILED" }
+                if r.timed_out {
+                    "  TIMED OUT"
+                } else if r.success {
+                    ""
+                } else {
+                    "  FAILED"
+                }
             );
             if !r.success {
-                row.skipped = Some(format!(
-                    "the JVM failed: {}",
-                    r.stderr.lines().last().unwrap_or("").trim()
-                ));
+                row.skipped = Some(if r.timed_out {
+                    format!("killed after {} s (--timeout)", args.timeout)
+                } else {
+                    format!(
+                        "the JVM failed: {}",
+                        r.stderr.lines().last().unwrap_or("").trim()
+                    )
+                });
                 continue;
             }
             let printed = program_output(&r.stdout);

@@ -5,10 +5,16 @@
 //! `wait4` is the only honest source of a finished child's CPU time: the
 //! process's `/proc` entry is gone once it is reaped, and `RUSAGE_CHILDREN`
 //! would mix children together.
+//!
+//! A tracer can hang a JVM, so every run has a deadline: a timer thread
+//! kills the child with SIGKILL when it passes. The child is reaped only
+//! after the timer has stood down (`waitid` with `WNOWAIT` sees the exit
+//! without reaping), so the kill can never hit a recycled pid.
 
 use std::fs::File;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
@@ -21,6 +27,8 @@ pub struct Run {
     pub stdout: String,
     pub stderr: String,
     pub success: bool,
+    /// Killed at the deadline.
+    pub timed_out: bool,
 }
 
 impl Run {
@@ -35,9 +43,10 @@ impl Run {
     }
 }
 
-/// Runs `cmd` to completion with stdout and stderr in files under `dir`
-/// (no pipe to drain, so a chatty program cannot stall on it).
-pub fn run(mut cmd: Command, dir: &Path) -> anyhow::Result<Run> {
+/// Runs `cmd` to completion, or kills it after `timeout`, with stdout and
+/// stderr in files under `dir` (no pipe to drain, so a chatty program
+/// cannot stall on it).
+pub fn run(mut cmd: Command, dir: &Path, timeout: Duration) -> anyhow::Result<Run> {
     let out_path = dir.join("stdout");
     let err_path = dir.join("stderr");
     cmd.stdin(Stdio::null())
@@ -48,6 +57,54 @@ pub fn run(mut cmd: Command, dir: &Path) -> anyhow::Result<Run> {
         .spawn()
         .with_context(|| format!("cannot run {:?}", cmd.get_program()))?;
     let pid = child.id() as libc::pid_t;
+
+    // The deadline: `exited` turns true (under the lock) before the child is
+    // reaped, and the timer kills only while it is false.
+    let exited = Arc::new((Mutex::new(false), Condvar::new()));
+    let timer = {
+        let exited = Arc::clone(&exited);
+        std::thread::spawn(move || {
+            let (lock, cv) = &*exited;
+            let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let (guard, _) = cv
+                .wait_timeout_while(guard, timeout, |done| !*done)
+                .unwrap_or_else(|e| e.into_inner());
+            if *guard {
+                return false;
+            }
+            // SAFETY: `pid` is our child and not reaped yet (see above).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            true
+        })
+    };
+    loop {
+        // SAFETY: an all-zero siginfo_t is a valid out-parameter.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for our child's exit without reaping it (WNOWAIT).
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            bail!("waitid on pid {pid}: {e}");
+        }
+    }
+    let wall = start.elapsed();
+    {
+        let (lock, cv) = &*exited;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
+    }
+    let timed_out = timer.join().unwrap_or(false);
+
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero rusage is a valid value of this plain C struct.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -63,7 +120,6 @@ pub fn run(mut cmd: Command, dir: &Path) -> anyhow::Result<Run> {
             bail!("wait4 on pid {pid}: {e}");
         }
     }
-    let wall = start.elapsed();
     drop(child);
     let tv = |t: libc::timeval| {
         Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
@@ -73,7 +129,8 @@ pub fn run(mut cmd: Command, dir: &Path) -> anyhow::Result<Run> {
         cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
         stdout: std::fs::read_to_string(&out_path).unwrap_or_default(),
         stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
-        success: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        success: !timed_out && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        timed_out,
     })
 }
 
@@ -113,11 +170,23 @@ mod tests {
             "-c",
             "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo done",
         ]);
-        let r = run(cmd, &dir).unwrap();
+        let r = run(cmd, &dir, Duration::from_secs(60)).unwrap();
         std::fs::remove_dir_all(&dir).ok();
-        assert!(r.success);
+        assert!(r.success && !r.timed_out);
         assert_eq!(r.stdout, "done\n");
         assert!(r.cpu > Duration::from_millis(10), "{r:?}");
         assert!(r.cpu <= r.wall + Duration::from_millis(20), "{r:?}");
+    }
+
+    #[test]
+    fn a_hung_child_is_killed_at_the_deadline() {
+        let dir = std::env::temp_dir().join(format!("vmview-overhead-hang-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        let r = run(cmd, &dir, Duration::from_millis(300)).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        assert!(r.timed_out && !r.success, "{r:?}");
+        assert!(r.wall < Duration::from_secs(5), "{r:?}");
     }
 }
