@@ -7,6 +7,11 @@
 //! - `filter/binary_symbols`: read + filter a binary trace.
 //! - `xml/export`: render every event as XML (bytes of XML out).
 //! - `xml/filter`: read + filter the XML form (bytes of XML in).
+//! - `around/open_seek_context`: what `vmview show --around ID` does —
+//!   open a 5 M-event trace file, read its index, seek to the chunk before
+//!   the event and read to 5 events past it (the cost does not depend on
+//!   the trace's length; the CLI measurement on 50 M events is in the
+//!   README).
 //!
 //! Aims (issue 4): binary filter ≥ 100 M events/s on symbol predicates,
 //! XML filter ≥ 300 MB/s.
@@ -120,5 +125,37 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(filter_benches, benches);
+fn around(c: &mut Criterion) {
+    let path = std::env::temp_dir().join(format!("vmview-bench-around-{}.vmv", std::process::id()));
+    let f = std::io::BufWriter::new(std::fs::File::create(&path).expect("temp file"));
+    synthetic::write(f, 2_500_000).expect("synthetic trace");
+    let mut g = c.benchmark_group("around");
+    g.sample_size(50);
+    let mut k = 0u64;
+    g.bench_function("open_seek_context", |b| {
+        b.iter(|| {
+            // A different id each time, spread over the trace.
+            k = (k + 1_234_567) % 5_000_000 + 1;
+            let mut r = TraceReader::open(&path).expect("trace");
+            let index = r.index().expect("index").clone();
+            let pos = index.position_of(k).expect("id in trace");
+            r.seek_to_chunk(&index.chunks[pos.saturating_sub(1)])
+                .expect("seek");
+            let mut after = 0;
+            while let Some(e) = r.next_event() {
+                if e.id > k {
+                    after += 1;
+                    if after == 5 {
+                        break;
+                    }
+                }
+            }
+            black_box(after)
+        })
+    });
+    g.finish();
+    let _ = std::fs::remove_file(&path);
+}
+
+criterion_group!(filter_benches, benches, around);
 criterion_main!(filter_benches);
