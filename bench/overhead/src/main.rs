@@ -431,6 +431,9 @@ fn effective_scale(w: &Workload, c: &Config) -> u32 {
     }
 }
 
+/// How long `java -version` may take under the agent.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The first candidate option string the agent accepts (it refuses to
 /// start on an option it does not know).
 fn choose_agent_options(
@@ -446,21 +449,27 @@ fn choose_agent_options(
         if !c.is_empty() {
             opts = format!("{c},{opts}");
         }
-        let out = Command::new(java)
-            .arg(format!("-agentpath:{}={opts}", agent.display()))
-            .arg("-version")
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", java.display()))?;
+        let mut cmd = Command::new(java);
+        cmd.arg(format!("-agentpath:{}={opts}", agent.display()))
+            .arg("-version");
+        let out = measure::run(cmd, work, PROBE_TIMEOUT).map_err(|e| format!("{e:#}"))?;
         let _ = std::fs::remove_file(&probe);
-        if out.status.success() {
+        if out.success {
             return Ok(c.to_string());
         }
-        last_error = String::from_utf8_lossy(&out.stderr)
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("the agent refused the options")
-            .trim()
-            .to_string();
+        last_error = if out.timed_out {
+            format!(
+                "java -version under the agent hung for {} s",
+                PROBE_TIMEOUT.as_secs()
+            )
+        } else {
+            out.stderr
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("the agent refused the options")
+                .trim()
+                .to_string()
+        };
     }
     Err(format!("this agent does not support it ({last_error})"))
 }
@@ -662,7 +671,7 @@ impl<'a> Report<'a> {
             }
             let mut name = c.name.to_string();
             if r.fraction < 1.0 {
-                name.push_str(&format!(" (1/{})", c.scale));
+                name.push_str(&format!(" ({:.0}%)", r.fraction * 100.0));
                 notes.push(format!(
                     "{}: runs {:.0}% of the workload; wall and cpu are as measured, work ×plain and ns/call per unit of work",
                     c.name,
