@@ -182,6 +182,25 @@ fn exception_events(events: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// Like `support::record`, with the `java` executable given.
+fn record_with(java: &Path, flags: &[&str], jvm_args: &[&str], main: &str) -> Recording {
+    let trace = scratch(main).join("trace.vmv");
+    let output = Command::new(vmview())
+        .arg("record")
+        .args(flags)
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(java)
+        .args(jvm_args)
+        .arg("-cp")
+        .arg(crate::support::classes())
+        .arg(main)
+        .output()
+        .expect("run vmview record");
+    Recording { trace, output }
+}
+
 /// Records `main` in both modes (bci under full verification) and checks
 /// that output, calls and exceptions agree.
 fn assert_modes_agree(
@@ -189,14 +208,29 @@ fn assert_modes_agree(
     main: &str,
     supers: &[(&str, &str)],
 ) -> (Recording, Recording) {
-    let plain = Command::new("java")
+    assert_modes_agree_on(Path::new("java"), classes, main, supers)
+}
+
+fn assert_modes_agree_on(
+    java: &Path,
+    classes: &str,
+    main: &str,
+    supers: &[(&str, &str)],
+) -> (Recording, Recording) {
+    agent();
+    let plain = Command::new(java)
         .arg("-cp")
         .arg(crate::support::classes())
         .arg(main)
         .output()
         .expect("java");
-    let bci = record(&["--classes", classes, "--mode", "bci"], &VERIFY, main, &[]);
-    let jvmti = record(&["--classes", classes, "--mode", "jvmti"], &[], main, &[]);
+    let bci = record_with(
+        java,
+        &["--classes", classes, "--mode", "bci"],
+        &VERIFY,
+        main,
+    );
+    let jvmti = record_with(java, &["--classes", classes, "--mode", "jvmti"], &[], main);
     assert_eq!(
         bci.stdout(),
         String::from_utf8_lossy(&plain.stdout),
@@ -489,4 +523,39 @@ fn all_of_commons_lang3_instrumented_and_verified_runs_with_unchanged_output() {
         nfe["catch_class"],
         "org.apache.commons.lang3.math.NumberUtils"
     );
+}
+
+#[test]
+fn classes_of_a_loader_that_delegates_only_to_the_bootstrap_loader_find_the_probe() {
+    let rec = record(&["--classes", "fx.Loaders*"], &VERIFY, "fx.Loaders", &[]);
+    assert_eq!(
+        rec.stdout(),
+        "isolated=ababab\napp=cc\n",
+        "stderr: {}",
+        rec.stderr()
+    );
+    let events = rec.events();
+    let runs: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "RETURN" && e["method"] == "run")
+        .collect();
+    let values: Vec<&Value> = runs.iter().map(|e| &e["value"]).collect();
+    assert_eq!(values, ["ababab", "cc"], "both copies of Plugin traced");
+}
+
+#[test]
+fn bci_and_jvmti_agree_on_jdk_25_too() {
+    let Some(jdk25) = std::fs::read_dir("/usr/lib/jvm")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin/java"))
+        .find(|p| p.to_string_lossy().contains("25") && p.exists())
+    else {
+        eprintln!("no JDK 25 under /usr/lib/jvm: skipped");
+        return;
+    };
+    let shapes = [("fx.Shapes$Square", "fx.Shapes$Base")];
+    assert_modes_agree_on(&jdk25, "fx.Shapes*", "fx.Shapes", &shapes);
+    assert_modes_agree_on(&jdk25, "fx.Exceptions", "fx.Exceptions", &[]);
 }
