@@ -14,10 +14,12 @@ mod merge;
 mod progress;
 mod record;
 mod search;
+mod serve;
 mod show;
 mod stats;
 mod status;
 mod trace;
+mod view;
 
 use std::io::{self, IsTerminal};
 use std::process::ExitCode;
@@ -64,6 +66,8 @@ enum Command {
     Export(export::ExportArgs),
     Filter(filter::FilterArgs),
     Search(search::SearchArgs),
+    Serve(serve::ServeArgs),
+    View(view::ViewArgs),
     Merge(merge::MergeArgs),
 }
 
@@ -89,6 +93,8 @@ fn main() -> ExitCode {
         Command::Export(args) => export::run(&args),
         Command::Filter(args) => filter::run(&args),
         Command::Search(args) => search::run(&args),
+        Command::Serve(args) => serve::run(&args),
+        Command::View(args) => view::run(&args),
         Command::Merge(args) => merge::run(&args),
     };
     match result {

@@ -1,0 +1,107 @@
+//! `vmview serve`: the browser view of a trace of any size, served from
+//! the trace's index on loopback.
+//!
+//! The page and its API live in `vmview-view`; this module only parses the
+//! flags, opens the trace with the CLI's error messages, prints the URL
+//! and, with `--open`, starts the user's browser.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use vmview_view::model::TraceModel;
+use vmview_view::server::Server;
+
+use crate::error::hinted;
+use crate::trace;
+
+const EXAMPLES: &str = "\
+Examples:
+  vmview serve trace.vmv                # then open the printed URL
+  vmview serve trace.vmv --open         # and start the browser
+  vmview serve trace.vmv --port 0       # any free port
+  vmview serve trace.vmv --bind 192.168.1.5   # reachable from the LAN (no authentication!)
+
+The URL keeps the page's state (filter, search, selected event, view): a
+teammate serving the same file on the same port opens the same place.";
+
+/// The default port: fixed, so that links into a trace stay valid.
+const DEFAULT_PORT: u16 = 7177;
+
+#[derive(Args)]
+#[command(
+    about = "Browse a trace in a web browser: events, filter, search, exceptions, call tree, flame graph, locks, threads",
+    after_long_help = EXAMPLES
+)]
+pub struct ServeArgs {
+    /// The trace file (.vmv).
+    trace: PathBuf,
+    /// Port to listen on (0 = any free port).
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Address to listen on. Only loopback by default: the trace may hold
+    /// secrets, and the server has no authentication.
+    #[arg(long, value_name = "ADDR", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    bind: IpAddr,
+    /// Start the default browser on the page.
+    #[arg(long)]
+    open: bool,
+}
+
+pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    // The CLI's messages for a missing or broken file.
+    drop(trace::open(&args.trace)?);
+    let model = TraceModel::open(&args.trace).map_err(|e| {
+        hinted(
+            format!("cannot read {}: {e}", args.trace.display()),
+            "vmview serve reads binary traces (.vmv); convert other inputs with vmview filter",
+        )
+    })?;
+    model.start_analysis();
+    let events = model.event_count();
+    let server = Server::bind(SocketAddr::new(args.bind, args.port), model).map_err(|e| {
+        hinted(
+            format!("cannot listen on {}:{}: {e}", args.bind, args.port),
+            "another program (or another vmview serve) uses this port; pick one with --port N, or --port 0 for any",
+        )
+    })?;
+    let addr = server.local_addr()?;
+    let url = format!("http://{addr}/");
+    println!(
+        "vmview: serving {} ({events} events) at {url}  (Ctrl-C stops)",
+        args.trace.display()
+    );
+    if !args.bind.is_loopback() {
+        eprintln!(
+            "vmview: warning: listening on {addr}: anyone who can reach it can read the trace"
+        );
+    }
+    if args.open {
+        open_browser(&url);
+    }
+    server.run()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Starts `$BROWSER`, else `xdg-open` (`open` on macOS), and says so when
+/// none works.
+fn open_browser(url: &str) {
+    let candidates: Vec<String> = std::env::var("BROWSER")
+        .ok()
+        .into_iter()
+        .chain(["xdg-open".to_string(), "open".to_string()])
+        .collect();
+    for c in candidates {
+        if std::process::Command::new(&c)
+            .arg(url)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .is_ok()
+        {
+            return;
+        }
+    }
+    eprintln!("vmview: could not start a browser; open {url}");
+}

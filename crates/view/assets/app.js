@@ -1,0 +1,802 @@
+// vmview's page. Trace strings are program data and may be hostile: they
+// reach the DOM only through textContent (never innerHTML), and the flame
+// graph SVG is shown in a sandboxed frame that runs no script.
+'use strict';
+(function () {
+  const ROW_H = 22;
+  const PAGE = 200;
+  const MAX_SCROLL = 8000000; // px: browsers cap element heights; scroll positions are scaled past it
+  const $ = (id) => document.getElementById(id);
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function clear(e) { while (e.firstChild) e.removeChild(e.firstChild); }
+  function fmtNs(ns) {
+    if (ns === null || ns === undefined) return '';
+    if (ns < 1000) return ns + 'ns';
+    if (ns < 1e6) return (ns / 1e3).toFixed(1) + 'µs';
+    if (ns < 1e9) return (ns / 1e6).toFixed(3) + 'ms';
+    return (ns / 1e9).toFixed(3) + 's';
+  }
+  function fmtTime(ns) { return (ns / 1e6).toFixed(3) + 'ms'; }
+  function fmtValue(v) {
+    if (v === null) return 'null';
+    if (typeof v === 'string') return JSON.stringify(v);
+    return String(v);
+  }
+
+  // ---------------------------------------------------------------- filter language (report mode)
+  // A JavaScript port of vmview's expression language (crates/filter), used
+  // by the self-contained report, which has no server to ask.
+  const TYPES = ['THREAD_START', 'THREAD_END', 'CLASS_LOAD', 'CALL', 'RETURN', 'THROW', 'CATCH',
+    'MONITOR_CONTENDED_ENTER', 'MONITOR_CONTENDED_ENTERED', 'MONITOR_WAIT', 'MONITOR_WAITED',
+    'GC_START', 'GC_FINISH', 'DROPPED'];
+  const loc = (l, k) => (l ? l[k] : null);
+  const FIELDS = {
+    id: ['n', (e) => e.id, ['ID']],
+    time_ns: ['d1', (e) => e.time_ns, ['time', 'TIME']],
+    type: ['t', (e) => e.type, ['TYPE']],
+    thread: ['s', (e) => e.thread, ['THRD']],
+    class: ['s', (e) => e.class, ['CLASS']],
+    method: ['s', (e) => e.method, ['MTD']],
+    sig: ['s', (e) => e.sig, ['SIG']],
+    exception: ['s', (e) => e.exception, ['EXC']],
+    message: ['s', (e) => e.message, ['MSG']],
+    loc: ['n', (e) => loc(e.loc, 'bci'), ['bci', 'LOC']],
+    line: ['n', (e) => loc(e.loc, 'line'), []],
+    catch_class: ['s', (e) => e.catch_class, ['caller_class', 'CLASS2']],
+    catch_method: ['s', (e) => e.catch_method, ['caller_method', 'MTD2']],
+    catch_sig: ['s', (e) => e.catch_sig, ['caller_sig', 'SIG2']],
+    catch_loc: ['n', (e) => loc(e.catch_loc, 'bci'), ['catch_bci', 'caller_loc', 'LOC2']],
+    catch_line: ['n', (e) => loc(e.catch_loc, 'line'), ['caller_line']],
+    depth: ['n', (e) => e.depth, ['DEPTH']],
+    elapsed_ns: ['d1', (e) => e.elapsed_ns, ['elapsed', 'ELAPSED']],
+    value: ['v', (e) => e.value, ['VALUE']],
+    param: ['vs', (e) => (e.params || []).map((p) => p.value), ['params', 'PARAM']],
+    param_name: ['ss', (e) => (e.params || []).map((p) => p.name), []],
+    monitor: ['s', (e) => e.monitor, ['MON']],
+    owner: ['s', (e) => e.owner, ['OWNER']],
+    wait_ns: ['d1', (e) => e.wait_ns, ['wait', 'WAIT']],
+    timeout_ms: ['d1000000', (e) => e.timeout_ms, ['timeout', 'TIMEOUT']],
+    timed_out: ['b', (e) => e.timed_out, ['TIMEDOUT']],
+    duration_ns: ['d1', (e) => e.duration_ns, ['duration', 'DURATION']],
+    count: ['n', (e) => e.count, ['COUNT']],
+    loader: ['s', (e) => e.loader, ['LOADER']],
+    source: ['s', (e) => e.source, ['SRC']],
+    daemon: ['b', (e) => e.daemon, []],
+    priority: ['n', (e) => e.priority, []],
+    group: ['s', (e) => e.group, []],
+  };
+  const FIELD_BY_NAME = {};
+  for (const [name, f] of Object.entries(FIELDS)) {
+    FIELD_BY_NAME[name] = f;
+    for (const a of f[2]) FIELD_BY_NAME[a] = f;
+  }
+  const UNITS = { ns: 1, us: 1e3, 'µs': 1e3, ms: 1e6, s: 1e9, m: 60e9, h: 3600e9 };
+
+  function ExprError(column, width, message) { this.column = column; this.width = Math.max(1, width); this.error = message; }
+
+  function tokenize(src) {
+    const toks = [];
+    let i = 0;
+    while (i < src.length) {
+      const c = src[i];
+      if (/\s/.test(c)) { i++; continue; }
+      const start = i;
+      const two = src.substr(i, 2);
+      if (['==', '!=', '!~', '<=', '>=', '&&', '||'].includes(two)) { toks.push({ k: 'op', v: two, col: start, w: 2 }); i += 2; continue; }
+      if ('~<>!()[],'.includes(c)) { toks.push({ k: 'op', v: c, col: start, w: 1 }); i++; continue; }
+      if (c === '"' || c === "'") {
+        let s = ''; i++;
+        for (;;) {
+          if (i >= src.length) throw new ExprError(start, src.length - start, 'unterminated string');
+          const d = src[i];
+          if (d === c) { i++; break; }
+          if (d === '\\') {
+            const n = src[i + 1];
+            const map = { '\\': '\\', '"': '"', "'": "'", n: '\n', t: '\t' };
+            if (n === undefined || !(n in map)) throw new ExprError(i, 2, 'unknown escape \\' + (n || ''));
+            s += map[n]; i += 2; continue;
+          }
+          s += d; i++;
+        }
+        toks.push({ k: 'str', v: s, col: start, w: i - start });
+        continue;
+      }
+      const m = /^(-?\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)?(?![\w.])/.exec(src.slice(i));
+      if (m) { toks.push({ k: 'num', v: Number(m[1]), unit: m[2] || null, col: start, w: m[0].length }); i += m[0].length; continue; }
+      const w = /^[^\s()[\],!=~<>&|"']+/.exec(src.slice(i));
+      if (w) { toks.push({ k: 'word', v: w[0], col: start, w: w[0].length }); i += w[0].length; continue; }
+      throw new ExprError(start, 1, 'unexpected character ' + c);
+    }
+    toks.push({ k: 'end', v: '', col: src.length, w: 1 });
+    return toks;
+  }
+
+  function compile(src) {
+    if (src.trim() === '') return () => true;
+    const toks = tokenize(src);
+    let p = 0;
+    const peek = () => toks[p];
+    const isOp = (v) => peek().k === 'op' && peek().v === v;
+    const isWord = (v) => peek().k === 'word' && peek().v === v;
+    function expr() {
+      let l = and();
+      while (isOp('||') || isWord('or')) { p++; const a = l, b = and(); l = (e) => a(e) || b(e); }
+      return l;
+    }
+    function and() {
+      let l = unary();
+      while (isOp('&&') || isWord('and')) { p++; const a = l, b = unary(); l = (e) => a(e) && b(e); }
+      return l;
+    }
+    function unary() {
+      if (isOp('!') || isWord('not')) { p++; const a = unary(); return (e) => !a(e); }
+      if (isOp('(')) {
+        p++; const a = expr();
+        if (!isOp(')')) throw new ExprError(peek().col, peek().w, 'expected )');
+        p++; return a;
+      }
+      if (isWord('true')) { p++; return () => true; }
+      if (isWord('false')) { p++; return () => false; }
+      return test();
+    }
+    function literal() {
+      const t = peek();
+      if (t.k === 'str' || t.k === 'num' || t.k === 'word') { p++; return t; }
+      throw new ExprError(t.col, t.w, t.k === 'end' ? 'expected a value' : 'expected a value, found ' + t.v);
+    }
+    function test() {
+      const ft = peek();
+      if (ft.k !== 'word') throw new ExprError(ft.col, ft.w, ft.k === 'end' ? 'expected a field name' : 'expected a field name, found ' + ft.v);
+      const f = FIELD_BY_NAME[ft.v];
+      if (!f) throw new ExprError(ft.col, ft.w, 'unknown field ' + ft.v);
+      p++;
+      let negIn = false;
+      if ((isOp('!') || isWord('not')) && toks[p + 1].k === 'word' && toks[p + 1].v === 'in') { negIn = true; p++; }
+      if (isWord('in')) {
+        p++;
+        if (!isOp('[')) throw new ExprError(peek().col, peek().w, 'expected [');
+        p++;
+        const lits = [literal()];
+        while (isOp(',')) { p++; lits.push(literal()); }
+        if (!isOp(']')) throw new ExprError(peek().col, peek().w, 'expected ] or ,');
+        p++;
+        const tests = lits.map((l) => cmp(f, '==', l));
+        return negIn ? (e) => !tests.some((t) => t(e)) : (e) => tests.some((t) => t(e));
+      }
+      const op = peek();
+      if (op.k !== 'op' || !['==', '!=', '~', '!~', '<', '<=', '>', '>='].includes(op.v)) {
+        throw new ExprError(op.col, op.w, 'expected an operator (== != ~ !~ < <= > >= in)');
+      }
+      p++;
+      return cmp(f, op.v, literal());
+    }
+    function cmp(f, op, lit) {
+      const [kind, get] = f;
+      if (op === '~' || op === '!~') {
+        let re;
+        try { re = new RegExp(String(lit.v)); } catch (x) { throw new ExprError(lit.col, lit.w, 'bad regular expression: ' + x.message); }
+        const one = (v) => v !== null && v !== undefined && re.test(typeof v === 'string' ? v : JSON.stringify(v));
+        const t = kind === 'vs' || kind === 'ss' ? (e) => get(e).some(one) : (e) => one(get(e));
+        return op === '~' ? t : (e) => !t(e);
+      }
+      if (lit.k === 'word' && lit.v === 'null') {
+        const isNull = (e) => { const v = get(e); return v === null || v === undefined; };
+        if (op === '==') return isNull;
+        if (op === '!=') return (e) => !isNull(e);
+        throw new ExprError(lit.col, lit.w, 'null compares only with == and !=');
+      }
+      let want;
+      if (kind === 't') {
+        if (!TYPES.includes(String(lit.v))) throw new ExprError(lit.col, lit.w, 'unknown event type ' + lit.v);
+        want = String(lit.v);
+      } else if (kind === 'n' || kind[0] === 'd') {
+        if (lit.k !== 'num') throw new ExprError(lit.col, lit.w, 'expected a number');
+        want = lit.v;
+        if (lit.unit) {
+          if (kind[0] !== 'd') throw new ExprError(lit.col, lit.w, 'this field takes no unit');
+          want = (lit.v * UNITS[lit.unit]) / Number(kind.slice(1));
+        }
+      } else if (kind === 'b') {
+        if (lit.v !== 'true' && lit.v !== 'false') throw new ExprError(lit.col, lit.w, 'expected true or false');
+        want = lit.v === 'true';
+      } else if (kind === 'v' || kind === 'vs') {
+        want = lit.k === 'num' ? lit.v : (lit.k === 'word' && (lit.v === 'true' || lit.v === 'false') ? lit.v === 'true' : String(lit.v));
+      } else {
+        want = String(lit.v);
+      }
+      const c = {
+        '==': (a) => a === want || (typeof a === 'number' && a == want),
+        '!=': (a) => !(a === want || (typeof a === 'number' && a == want)),
+        '<': (a) => a < want, '<=': (a) => a <= want, '>': (a) => a > want, '>=': (a) => a >= want,
+      }[op];
+      const one = (v) => v !== null && v !== undefined && c(v);
+      if (kind === 'vs' || kind === 'ss') return (e) => get(e).some(one);
+      if (op === '!=') return (e) => { const v = get(e); return v === null || v === undefined || c(v); };
+      return (e) => one(get(e));
+    }
+    const f = expr();
+    if (peek().k !== 'end') throw new ExprError(peek().col, peek().w, 'unexpected ' + peek().v);
+    return f;
+  }
+
+  // ---------------------------------------------------------------- data sources
+  // Both answer the same questions; the page does not know which it has.
+  function ApiSource() {
+    const get = async (path, params) => {
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(params || {})) if (v !== null && v !== undefined && v !== '') q.set(k, v);
+      const r = await fetch('/api/' + path + (q.toString() ? '?' + q : ''));
+      const body = await r.json().catch(() => ({ error: 'bad response' }));
+      if (r.status === 503) return { pending: true };
+      if (!r.ok) throw body;
+      return body;
+    };
+    return {
+      info: () => get('info'),
+      page: (filter, search, offset, limit) => get('events', { filter, mark: search, offset, limit }),
+      check: (expr) => get('check', { q: expr }),
+      locate: (filter, id) => get('locate', { filter, id }).then((r) => r.row),
+      step: (filter, search, from, dir) => get('step', { filter, search, from, dir }),
+      views: async () => {
+        for (;;) {
+          const v = await get('views');
+          if (!v.pending) return v;
+          await new Promise((r) => setTimeout(r, 500));
+        }
+      },
+      flamegraph: async () => { const r = await fetch('/api/flamegraph.svg'); return r.text(); },
+    };
+  }
+
+  function EmbeddedSource(data) {
+    const events = data.events;
+    const cache = new Map();
+    const rowsOf = (filter) => {
+      const key = filter.trim();
+      if (!key) return null;
+      if (!cache.has(key)) {
+        const f = compile(key);
+        const rows = [];
+        for (let i = 0; i < events.length; i++) if (f(events[i])) rows.push(i);
+        if (cache.size > 8) cache.delete(cache.keys().next().value);
+        cache.set(key, rows);
+      }
+      return cache.get(key);
+    };
+    const wrap = (fn) => async (...a) => {
+      try { return fn(...a); } catch (x) { if (x instanceof ExprError) throw { error: x.error, column: x.column, width: x.width }; throw x; }
+    };
+    const byId = (id) => {
+      let lo = 0, hi = events.length;
+      while (lo < hi) { const m = (lo + hi) >> 1; if (events[m].id < id) lo = m + 1; else hi = m; }
+      return lo;
+    };
+    return {
+      info: async () => data.info,
+      page: wrap((filter, search, offset, limit) => {
+        const rows = rowsOf(filter);
+        const mark = search.trim() ? compile(search) : null;
+        const n = rows ? rows.length : events.length;
+        const out = [];
+        for (let r = offset; r < Math.min(n, offset + limit); r++) out.push(events[rows ? rows[r] : r]);
+        return { offset, count: n, complete: true, events: out, marks: out.map((e) => (mark ? mark(e) : false)) };
+      }),
+      check: wrap((expr) => { compile(expr); return { ok: true }; }),
+      locate: wrap((filter, id) => {
+        const i = byId(id);
+        const rows = rowsOf(filter);
+        if (!rows) return i < events.length ? i : null;
+        const k = rows.indexOf(i);
+        return k < 0 ? null : k;
+      }),
+      step: wrap((filter, search, from, dir) => {
+        const combined = filter.trim() ? '(' + filter + ') && (' + search + ')' : search;
+        const hits = rowsOf(combined) || [];
+        let k;
+        if (dir === 'prev') {
+          k = -1;
+          for (let j = hits.length - 1; j >= 0; j--) if (from === null || events[hits[j]].id < from) { k = j; break; }
+        } else {
+          k = hits.findIndex((i) => from === null || events[i].id > from);
+        }
+        if (k < 0) return { id: null, count: hits.length, complete: true };
+        const i = hits[k];
+        const rows = rowsOf(filter);
+        return { id: events[i].id, rank: k, row: rows ? rows.indexOf(i) : i, count: hits.length, complete: true };
+      }),
+      views: async () => data.views,
+      flamegraph: async () => data.flamegraph,
+    };
+  }
+
+  const dataBlock = $('vmview-data');
+  const src = dataBlock ? EmbeddedSource(JSON.parse(dataBlock.textContent)) : ApiSource();
+
+  // ---------------------------------------------------------------- state and URL
+  const state = { filter: '', search: '', view: 'events', sel: null, ctx: false };
+  let list = { count: 0, complete: true, pages: new Map(), gen: 0, filter: '', search: '' };
+  let stepPos = null;
+
+  function readHash() {
+    const h = new URLSearchParams(location.hash.slice(1));
+    state.filter = h.get('filter') || '';
+    state.search = h.get('search') || '';
+    state.view = h.get('view') || 'events';
+    state.sel = h.has('event') ? Number(h.get('event')) : null;
+    state.ctx = h.get('context') === '1';
+  }
+  function writeHash() {
+    const h = new URLSearchParams();
+    if (state.filter) h.set('filter', state.filter);
+    if (state.search) h.set('search', state.search);
+    if (state.view !== 'events') h.set('view', state.view);
+    if (state.sel !== null) h.set('event', state.sel);
+    if (state.ctx) h.set('context', '1');
+    const s = h.toString();
+    history.replaceState(null, '', s ? '#' + s : location.pathname + location.search);
+  }
+  const activeFilter = () => (state.ctx ? '' : state.filter);
+
+  // ---------------------------------------------------------------- event list
+  const listEl = $('list'), rowsEl = $('rows'), spacer = $('spacer');
+
+  function showError(e, input) {
+    const box = $('error');
+    if (!e) { box.hidden = true; input.classList.remove('bad'); return; }
+    input.classList.add('bad');
+    box.hidden = false;
+    const col = e.column || 0;
+    box.textContent = (e.column !== undefined ? ' '.repeat(col) + '^'.repeat(e.width || 1) + ' ' : '') + (e.error || 'error') +
+      (e.column !== undefined ? ' (column ' + (col + 1) + ')' : '');
+    box.style.marginLeft = (input.offsetLeft) + 'px';
+  }
+
+  function resetList() {
+    list = { count: list.count, complete: true, pages: new Map(), gen: list.gen + 1, filter: activeFilter(), search: state.search };
+    return loadPage(0).then(() => { sizeSpacer(); render(); });
+  }
+
+  function loadPage(p) {
+    const have = list.pages.get(p);
+    if (have) return have.promise || Promise.resolve();
+    const gen = list.gen;
+    const entry = {};
+    entry.promise = src.page(list.filter, list.search, p * PAGE, PAGE).then((r) => {
+      if (gen !== list.gen) return;
+      entry.promise = null;
+      entry.events = r.events; entry.marks = r.marks;
+      list.count = r.count; list.complete = r.complete;
+      showError(null, $('filter'));
+      updateCount(r);
+      if (!r.complete || r.events.length < Math.min(PAGE, Math.max(0, r.count - p * PAGE))) {
+        // Matches still being found: ask again shortly.
+        setTimeout(() => { if (gen === list.gen) { list.pages.delete(p); loadPage(p).then(() => { sizeSpacer(); render(); }); } }, 400);
+      }
+      sizeSpacer(); render();
+    }, (err) => {
+      if (gen !== list.gen) return;
+      list.pages.delete(p);
+      showError(err, $('filter'));
+    });
+    list.pages.set(p, entry);
+    return entry.promise;
+  }
+
+  function updateCount(r) {
+    const c = $('count');
+    const n = r.count.toLocaleString('en');
+    if (activeFilter()) c.textContent = n + (r.complete ? '' : '+') + ' matches' + (r.complete ? '' : ' (' + Math.round((r.progress || 0) * 100) + '% read)');
+    else c.textContent = n + ' events';
+    c.dataset.count = r.count;
+    c.dataset.complete = r.complete ? '1' : '0';
+  }
+
+  function geometry() {
+    const n = list.count;
+    const h = listEl.clientHeight || 1;
+    const visible = Math.ceil(h / ROW_H) + 1;
+    const total = Math.min(n * ROW_H, MAX_SCROLL);
+    const maxFirst = Math.max(0, n - visible + 1);
+    return { n, h, visible, total, maxFirst };
+  }
+  function sizeSpacer() { spacer.style.height = geometry().total + 'px'; }
+  function firstRow() {
+    const g = geometry();
+    if (g.total <= g.h) return 0;
+    if (g.n * ROW_H <= MAX_SCROLL) return Math.floor(listEl.scrollTop / ROW_H);
+    return Math.round((listEl.scrollTop / (g.total - g.h)) * g.maxFirst);
+  }
+  function scrollToRow(r) {
+    const g = geometry();
+    const target = Math.max(0, r - Math.floor(g.visible / 3));
+    if (g.n * ROW_H <= MAX_SCROLL) listEl.scrollTop = target * ROW_H;
+    else listEl.scrollTop = (Math.min(target, g.maxFirst) / Math.max(1, g.maxFirst)) * (g.total - g.h);
+    render();
+  }
+
+  function summary(e) {
+    const m = (e.class || '') + (e.method ? '.' + e.method : '');
+    switch (e.type) {
+      case 'CALL': return m + '(' + (e.params || []).map((p) => p.name + '=' + ('value' in p ? fmtValue(p.value) : '?')).join(', ') + ')';
+      case 'RETURN': return m + (e.exception ? ' ⇑ ' + e.exception : ('value' in e ? ' → ' + fmtValue(e.value) : '')) + '  ' + fmtNs(e.elapsed_ns);
+      case 'THROW': return e.exception + (e.message !== null && e.message !== undefined ? ': ' + e.message : '') + '  at ' + m +
+        (e.catch_class ? '  → caught in ' + e.catch_class + '.' + e.catch_method : '  → UNCAUGHT');
+      case 'CATCH': return e.exception + '  caught in ' + m;
+      case 'CLASS_LOAD': return e.class + '  (' + (e.loader || '') + ')';
+      case 'GC_FINISH': return fmtNs(e.duration_ns);
+      case 'DROPPED': return e.count + ' events dropped';
+      default:
+        if (e.monitor) return e.monitor + (e.owner ? '  owner ' + e.owner : '') + (e.wait_ns !== undefined ? '  waited ' + fmtNs(e.wait_ns) : '');
+        return '';
+    }
+  }
+
+  function render() {
+    const g = geometry();
+    const first = firstRow();
+    rowsEl.style.top = listEl.scrollTop + 'px';
+    clear(rowsEl);
+    const offsetPx = g.n * ROW_H <= MAX_SCROLL ? -(listEl.scrollTop % ROW_H) : 0;
+    rowsEl.style.transform = 'translateY(' + offsetPx + 'px)';
+    const frag = document.createDocumentFragment();
+    for (let r = first; r < Math.min(g.n, first + g.visible + 1); r++) {
+      const p = Math.floor(r / PAGE);
+      const page = list.pages.get(p);
+      const row = el('div', 'row');
+      row.dataset.row = r;
+      if (!page || !page.events) {
+        loadPage(p);
+        row.appendChild(el('span', 'c-id', '…'));
+      } else {
+        const e = page.events[r - p * PAGE];
+        if (!e) { row.appendChild(el('span', 'c-id', '…')); frag.appendChild(row); continue; }
+        row.dataset.id = e.id;
+        if (page.marks[r - p * PAGE]) row.classList.add('mark');
+        if (e.id === state.sel) row.classList.add('sel');
+        row.appendChild(el('span', 'c-id', '#' + e.id));
+        row.appendChild(el('span', 'c-time', fmtTime(e.time_ns)));
+        const t = el('span', 'c-type');
+        t.appendChild(el('span', 'badge t-' + e.type, e.type));
+        row.appendChild(t);
+        row.appendChild(el('span', 'c-thread', e.thread));
+        row.appendChild(el('span', 'c-sum', summary(e)));
+        row._event = e;
+      }
+      frag.appendChild(row);
+    }
+    rowsEl.appendChild(frag);
+  }
+
+  // ---------------------------------------------------------------- detail pane
+  const LABELS = { id: 'ID', time_ns: 'TIME', type: 'TYPE', thread: 'THRD', exception: 'EXC', message: 'MSG', class: 'CLASS',
+    method: 'MTD', sig: 'SIG', loc: 'LOC', depth: 'DEPTH', params: 'PARAM', value: 'VALUE', elapsed_ns: 'ELAPSED',
+    catch_class: 'CLASS2', catch_method: 'MTD2', catch_sig: 'SIG2', catch_loc: 'LOC2', monitor: 'MON', owner: 'OWNER',
+    wait_ns: 'WAIT', timeout_ms: 'TIMEOUT', timed_out: 'TIMEDOUT', duration_ns: 'DURATION', count: 'COUNT', loader: 'LOADER',
+    source: 'SRC', daemon: 'DAEMON', priority: 'PRIORITY', group: 'GROUP' };
+  function quote(s) { return '"' + String(s).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n').replace(/\t/g, '\\t') + '"'; }
+  function literalOf(v) { return typeof v === 'number' || typeof v === 'boolean' ? String(v) : v === null ? 'null' : quote(v); }
+  function addFilter(clause) {
+    const f = state.ctx ? '' : state.filter.trim();
+    setFilter(f ? f + ' && ' + clause : clause);
+  }
+
+  function showDetail(e) {
+    const d = $('detail');
+    clear(d);
+    if (!e) { d.appendChild(el('p', 'hint', 'Select an event to see its fields. Click a value to filter on it.')); return; }
+    if (activeFilter()) {
+      const b = el('button', null, 'Open #' + e.id + ' in its context');
+      b.id = 'open-context';
+      b.onclick = () => openContext(e.id);
+      d.appendChild(b);
+    }
+    const tbl = el('table');
+    const add = (label, text, clause) => {
+      const tr = el('tr');
+      tr.appendChild(el('th', null, label));
+      const td = el('td');
+      const span = el('span', clause ? 'val' : null, text);
+      if (clause) { span.title = 'filter: ' + clause; span.onclick = () => addFilter(clause); span.dataset.clause = clause; }
+      td.appendChild(span);
+      tr.appendChild(td);
+      tbl.appendChild(tr);
+    };
+    for (const [k, v] of Object.entries(e)) {
+      const label = LABELS[k] || k.toUpperCase();
+      if (k === 'params') {
+        for (const p of v) add('PARAM', p.name + ': ' + p.type + ' = ' + ('value' in p ? fmtValue(p.value) : '?'),
+          'value' in p && p.value !== null && typeof p.value !== 'object' ? 'param == ' + literalOf(p.value) : null);
+      } else if (k === 'loc' || k === 'catch_loc') {
+        const text = v ? 'bci ' + v.bci + (v.line !== null ? ' line ' + v.line : '') : 'uncaught';
+        add(label, text, v ? k + ' == ' + v.bci : (k === 'catch_loc' ? 'catch_class == null' : null));
+      } else if (k === 'time_ns' || k === 'elapsed_ns' || k === 'wait_ns' || k === 'duration_ns') {
+        add(label, fmtNs(v) + ' (' + v + ' ns)', k === 'time_ns' ? null : k + ' >= ' + v);
+      } else if (k === 'id') {
+        add(label, '#' + v, null);
+      } else if (k === 'type') {
+        add(label, v, 'type == ' + v);
+      } else if (v !== null && typeof v === 'object') {
+        add(label, JSON.stringify(v), null);
+      } else {
+        const fk = k === 'value' ? 'value' : k;
+        add(label, k === 'message' || k === 'value' ? fmtValue(v) : (v === null ? 'null' : String(v)), fk + ' == ' + literalOf(v));
+      }
+    }
+    d.appendChild(tbl);
+  }
+
+  listEl.addEventListener('scroll', () => render());
+  window.addEventListener('resize', () => { sizeSpacer(); render(); });
+  rowsEl.addEventListener('click', (ev) => {
+    const row = ev.target.closest('.row');
+    if (!row || !row._event) return;
+    select(row._event);
+    if (activeFilter()) openContext(row._event.id);
+  });
+  function select(e) {
+    state.sel = e.id;
+    stepPos = e.id;
+    writeHash();
+    showDetail(e);
+    render();
+  }
+
+  async function openContext(id) {
+    state.ctx = true;
+    state.sel = id;
+    stepPos = id;
+    writeHash();
+    $('context').hidden = false;
+    $('context-text').textContent = 'Event #' + id + ' in its original context (filter “' + state.filter + '” set aside).';
+    await resetList();
+    const row = await src.locate('', id);
+    if (row !== null && row !== undefined) { await loadPage(Math.floor(row / PAGE)); scrollToRow(row); }
+    const e = findLoaded(id);
+    showDetail(e);
+  }
+  function findLoaded(id) {
+    for (const p of list.pages.values()) if (p.events) { const e = p.events.find((x) => x.id === id); if (e) return e; }
+    return null;
+  }
+  $('back').onclick = async () => {
+    state.ctx = false;
+    $('context').hidden = true;
+    writeHash();
+    await resetList();
+    if (state.sel !== null) {
+      const row = await src.locate(state.filter, state.sel).catch(() => null);
+      if (row !== null && row !== undefined) { await loadPage(Math.floor(row / PAGE)); scrollToRow(row); }
+    }
+  };
+
+  // ---------------------------------------------------------------- filter and search boxes
+  let filterTimer = null;
+  function setFilter(f) {
+    $('filter').value = f;
+    applyFilter(f);
+  }
+  function applyFilter(f) {
+    state.filter = f;
+    state.ctx = false;
+    $('context').hidden = true;
+    writeHash();
+    src.check(f).then(() => {
+      showError(null, $('filter'));
+      listEl.scrollTop = 0;
+      resetList();
+    }, (err) => showError(err, $('filter')));
+  }
+  $('filter').addEventListener('input', () => {
+    clearTimeout(filterTimer);
+    filterTimer = setTimeout(() => applyFilter($('filter').value), 200);
+  });
+  $('filter').addEventListener('keydown', (ev) => { if (ev.key === 'Enter') { clearTimeout(filterTimer); applyFilter($('filter').value); } });
+
+  let searchTimer = null;
+  function applySearch(s) {
+    state.search = s;
+    stepPos = state.sel;
+    writeHash();
+    $('searchinfo').textContent = '';
+    src.check(s).then(() => {
+      showError(null, $('search'));
+      list.search = s;
+      list.pages = new Map();
+      list.gen++;
+      render();
+    }, (err) => showError(err, $('search')));
+  }
+  $('search').addEventListener('input', () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => applySearch($('search').value), 200);
+  });
+  async function step(dir) {
+    if (!state.search.trim()) return;
+    const info = $('searchinfo');
+    try {
+      const r = await src.step(activeFilter(), state.search, stepPos, dir);
+      if (r.id === null || r.id === undefined) {
+        info.textContent = 'no ' + (dir === 'prev' ? 'earlier' : 'later') + ' match (' + r.count + (r.complete ? '' : '+') + ' in all)';
+        return;
+      }
+      stepPos = r.id;
+      info.textContent = 'match ' + (r.rank + 1).toLocaleString('en') + ' of ' + r.count.toLocaleString('en') + (r.complete ? '' : '+') + ' (#' + r.id + ')';
+      info.dataset.id = r.id;
+      state.sel = r.id;
+      writeHash();
+      if (r.row !== null && r.row !== undefined) { await loadPage(Math.floor(r.row / PAGE)); scrollToRow(r.row); }
+      showDetail(findLoaded(r.id));
+    } catch (err) { showError(err, $('search')); }
+  }
+  $('next').onclick = () => step('next');
+  $('prev').onclick = () => step('prev');
+  document.addEventListener('keydown', (ev) => {
+    if (ev.key === 'F3') { ev.preventDefault(); step(ev.shiftKey ? 'prev' : 'next'); }
+  });
+
+  // ---------------------------------------------------------------- views
+  let viewsData = null;
+  async function views() { if (!viewsData) viewsData = await src.views(); return viewsData; }
+  function grid(headers, rows) {
+    const t = el('table', 'grid');
+    const hr = el('tr');
+    for (const h of headers) hr.appendChild(el('th', null, h));
+    t.appendChild(hr);
+    for (const r of rows) {
+      const tr = el('tr');
+      for (const c of r) {
+        if (c instanceof Node) { const td = el('td'); td.appendChild(c); tr.appendChild(td); } else tr.appendChild(el('td', typeof c === 'number' ? 'n' : null, typeof c === 'number' ? c.toLocaleString('en') : c));
+      }
+      t.appendChild(tr);
+    }
+    return t;
+  }
+  function filterLink(text, clause) {
+    const a = el('span', 'link', text);
+    a.title = 'show these events: ' + clause;
+    a.onclick = () => { showView('events'); setFilter(clause); };
+    return a;
+  }
+  function eventLink(id) {
+    const a = el('span', 'link', '#' + id);
+    a.onclick = () => { showView('events'); state.filter = ''; $('filter').value = ''; openContext(id); };
+    return a;
+  }
+
+  const renderers = {
+    async exceptions(box) {
+      const v = (await views()).exceptions;
+      box.appendChild(el('h3', null, 'Exceptions by type'));
+      box.appendChild(grid(['exception', 'thrown', 'caught', 'uncaught'], v.by_type.map((x) => [
+        filterLink(x.exception, 'type == THROW && exception == ' + quote(x.exception)), x.thrown, x.caught,
+        x.uncaught ? filterLink(String(x.uncaught), 'type == THROW && exception == ' + quote(x.exception) + ' && catch_class == null') : 0])));
+      box.appendChild(el('h3', null, 'Throw → catch sites'));
+      box.appendChild(grid(['exception', 'thrown at', 'caught at', 'count', 'first'], v.sites.map((s) => [
+        s.exception, s.thrown_at, s.caught_at === null ? 'UNCAUGHT' : s.caught_at, s.count, eventLink(s.first_id)])));
+      if (v.sites_not_listed) box.appendChild(el('p', 'hint', v.sites_not_listed + ' throws at further sites not listed'));
+    },
+    async calltree(box) {
+      const root = (await views()).calltree;
+      box.appendChild(el('p', 'hint', 'Inclusive time, self time and calls per path, merged per thread (from CALL/RETURN). Click to fold.'));
+      const tree = el('div', 'tree');
+      const total = Math.max(1, root.total_ns);
+      const add = (n, depth, parent) => {
+        const row = el('div', 'node');
+        row.style.paddingLeft = depth * 16 + 'px';
+        const bar = el('span', 'bar');
+        bar.style.width = Math.max(1, Math.round((n.total_ns / total) * 120)) + 'px';
+        row.appendChild(bar);
+        row.appendChild(el('span', 'num', fmtNs(n.total_ns)));
+        row.appendChild(el('span', 'num', 'self ' + fmtNs(n.self_ns)));
+        row.appendChild(el('span', 'num', n.calls.toLocaleString('en') + ' calls'));
+        row.appendChild(el('span', null, (n.children.length ? '▾ ' : '  ') + n.name));
+        parent.appendChild(row);
+        const kids = el('div');
+        parent.appendChild(kids);
+        for (const c of n.children) add(c, depth + 1, kids);
+        row.onclick = () => { kids.hidden = !kids.hidden; };
+      };
+      add(root, 0, tree);
+      box.appendChild(tree);
+    },
+    async flamegraph(box) {
+      const svg = await src.flamegraph();
+      box.appendChild(el('p', 'hint', 'Width: wall time in traced methods, one tower per thread (inferno). Hover a frame for its name and time.'));
+      const frame = document.createElement('iframe');
+      frame.id = 'flame-frame';
+      frame.setAttribute('sandbox', '');
+      frame.src = URL.createObjectURL(new Blob([svg], { type: 'image/svg+xml' }));
+      box.appendChild(frame);
+    },
+    async locks(box) {
+      const v = (await views()).locks;
+      box.appendChild(el('h3', null, 'Contended monitors'));
+      if (!v.length) box.appendChild(el('p', 'hint', 'No monitor contention in this trace.'));
+      else box.appendChild(grid(['monitor', 'contentions', 'total wait', 'max wait'], v.map((m) => [
+        filterLink(m.monitor, 'monitor == ' + quote(m.monitor)), m.contentions, fmtNs(m.total_wait_ns), fmtNs(m.max_wait_ns)])));
+    },
+    async threads(box) {
+      const v = (await views()).threads;
+      box.appendChild(el('p', 'hint', 'Events per thread over the trace’s ' + fmtNs(v.duration_ns) + ' (darker = more events). Click a thread to filter on it.'));
+      const tl = el('div', 'timeline');
+      const max = Math.max(1, ...v.threads.flatMap((t) => t.buckets));
+      for (const t of v.threads) {
+        const line = el('div', 'tl');
+        const name = filterLink(t.name, 'thread == ' + quote(t.name));
+        name.classList.add('tn');
+        line.appendChild(name);
+        const strip = el('div', 'ts');
+        strip.title = t.events.toLocaleString('en') + ' events, ' + fmtTime(t.first_ns) + ' – ' + fmtTime(t.last_ns);
+        for (const b of t.buckets) {
+          const c = el('div', 'tb');
+          if (b) c.style.background = 'rgba(35, 90, 160, ' + (0.15 + 0.85 * Math.sqrt(b / max)).toFixed(3) + ')';
+          strip.appendChild(c);
+        }
+        line.appendChild(strip);
+        tl.appendChild(line);
+      }
+      box.appendChild(tl);
+    },
+    async reactions(box) {
+      const v = (await views()).reactions;
+      if (!v) box.appendChild(el('div', 'placeholder', 'Reactions (event handlers, callbacks, the trie of user calls) need SAMPLE events — see issue 8.'));
+    },
+    async stats(box) {
+      const s = (await views()).stats;
+      box.appendChild(el('p', null, s.events.toLocaleString('en') + ' events over ' + fmtNs(s.duration_ns) + '; ' + s.gc_count + ' GCs (' + fmtNs(s.gc_total_ns) + '); ' + s.dropped + ' dropped'));
+      box.appendChild(el('h3', null, 'Events by type'));
+      box.appendChild(grid(['type', 'events'], s.events_by_type.map(([t, n]) => [filterLink(t, 'type == ' + t), n])));
+      box.appendChild(el('h3', null, 'Methods'));
+      box.appendChild(grid(['method', 'calls', 'total', 'self', 'by exception'], s.methods.map((m) => [
+        filterLink(m.class + '.' + m.method + m.sig, 'type in [CALL, RETURN] && class == ' + quote(m.class) + ' && method == ' + quote(m.method)),
+        m.calls, fmtNs(m.total_ns), fmtNs(m.self_ns), m.exceptional_returns])));
+    },
+  };
+  const rendered = new Set();
+  function showView(v) {
+    if (!document.getElementById('view-' + v)) v = 'events';
+    state.view = v;
+    writeHash();
+    for (const b of document.querySelectorAll('#tabs button')) b.classList.toggle('on', b.dataset.view === v);
+    for (const d of document.querySelectorAll('.view')) d.hidden = d.id !== 'view-' + v;
+    if (v === 'events') { sizeSpacer(); render(); return; }
+    if (!rendered.has(v)) {
+      rendered.add(v);
+      const box = $('view-' + v);
+      box.appendChild(el('p', 'hint loading', 'computing…'));
+      renderers[v](box).then(() => { const l = box.querySelector('.loading'); if (l) l.remove(); box.dataset.ready = '1'; },
+        (err) => { rendered.delete(v); box.appendChild(el('p', 'hint', 'failed: ' + (err.error || err))); });
+    }
+  }
+  for (const b of document.querySelectorAll('#tabs button')) b.onclick = () => showView(b.dataset.view);
+
+  // ---------------------------------------------------------------- start
+  async function start() {
+    readHash();
+    const info = await src.info();
+    $('title').textContent = 'vmview — ' + info.file;
+    document.title = 'vmview — ' + info.file;
+    $('summary').textContent = info.events.toLocaleString('en') + ' events, ' + fmtNs(info.duration_ns) + (info.mode === 'report' ? ' (report)' : '');
+    list.count = info.events;
+    $('filter').value = state.filter;
+    $('search').value = state.search;
+    showView(state.view);
+    const sel = state.sel;
+    if (state.ctx && sel !== null) { await openContext(sel); }
+    else {
+      await resetList();
+      if (sel !== null) {
+        const row = await src.locate(activeFilter(), sel).catch(() => null);
+        if (row !== null && row !== undefined) { await loadPage(Math.floor(row / PAGE)); scrollToRow(row); showDetail(findLoaded(sel)); }
+      }
+    }
+    document.body.dataset.ready = '1';
+  }
+  start().catch((e) => { document.body.dataset.error = String(e && (e.error || e.message) || e); });
+})();

@@ -1,0 +1,313 @@
+//! The analyses behind the page's views, computed in one pass over the
+//! trace and handed to the page as one JSON document.
+//!
+//! Each view needs the whole trace (a count of exceptions, a call tree, a
+//! flame graph), so they are gathered together in a single read instead of
+//! one read per view; memory grows with distinct methods, threads,
+//! exception sites and monitors, not with events. The numbers come from
+//! the existing analyses (`vmview-analysis` statistics, `vmview-export`'s
+//! call tree and inferno flame graph) so the page and the CLI agree.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value as Json};
+use vmview_analysis::{EventSink, StatsBuilder};
+use vmview_export::collapsed::CallTree;
+use vmview_export::names::{hash_hex, loc_display, MethodNames};
+use vmview_export::{CollapseOptions, EventWriter, FlameGraphWriter, Weight};
+use vmview_format::{Event, EventKind, SymbolTable};
+
+/// Columns of the threads timeline.
+pub const TIMELINE_BUCKETS: usize = 120;
+/// Distinct throw → catch site pairs listed (the rest are counted).
+const MAX_SITES: usize = 5_000;
+/// Call-tree nodes sent to the page (the heaviest first).
+const MAX_TREE_NODES: usize = 20_000;
+
+/// Feeds every event of a trace; [`TraceAnalysis::finish`] gives the JSON
+/// of the views and the flame-graph SVG.
+pub struct TraceAnalysis {
+    stats: StatsBuilder,
+    time_tree: CallTree,
+    call_tree: CallTree,
+    flame: FlameGraphWriter<SharedBuf>,
+    svg: SharedBuf,
+    sites: HashMap<(String, String, Option<String>), Site>,
+    sites_dropped: u64,
+    threads: HashMap<u32, ThreadLine>,
+    duration_ns: u64,
+}
+
+struct Site {
+    count: u64,
+    first_id: u64,
+}
+
+struct ThreadLine {
+    name: String,
+    first_ns: u64,
+    last_ns: u64,
+    events: u64,
+    first_id: u64,
+    buckets: Vec<u32>,
+}
+
+impl TraceAnalysis {
+    /// `duration_ns` (from the index) spreads the timeline's columns; `title`
+    /// heads the flame graph.
+    pub fn new(duration_ns: u64, title: &str) -> Self {
+        let opts = |weight| CollapseOptions {
+            weight,
+            thread_frames: true,
+        };
+        let svg = SharedBuf::default();
+        TraceAnalysis {
+            flame: FlameGraphWriter::new(svg.clone(), opts(Weight::SelfTime), title),
+            svg,
+            stats: StatsBuilder::new(),
+            time_tree: CallTree::new(opts(Weight::SelfTime)),
+            call_tree: CallTree::new(opts(Weight::Calls)),
+            sites: HashMap::new(),
+            sites_dropped: 0,
+            threads: HashMap::new(),
+            duration_ns: duration_ns.max(1),
+        }
+    }
+
+    pub fn event(&mut self, ev: &Event, syms: &SymbolTable) {
+        self.stats.event(ev, syms);
+        self.time_tree.add(ev, syms);
+        self.call_tree.add(ev, syms);
+        let _ = self.flame.write_event(ev, syms);
+        let bucket = ((u128::from(ev.time_ns) * TIMELINE_BUCKETS as u128
+            / u128::from(self.duration_ns)) as usize)
+            .min(TIMELINE_BUCKETS - 1);
+        let line = self
+            .threads
+            .entry(ev.thread.0)
+            .or_insert_with(|| ThreadLine {
+                name: syms.thread(ev.thread).map_or_else(
+                    || format!("thread {}", ev.thread.0),
+                    |t| syms.string(t.name).to_string(),
+                ),
+                first_ns: ev.time_ns,
+                last_ns: ev.time_ns,
+                events: 0,
+                first_id: ev.id,
+                buckets: vec![0; TIMELINE_BUCKETS],
+            });
+        line.events += 1;
+        line.first_ns = line.first_ns.min(ev.time_ns);
+        line.last_ns = line.last_ns.max(ev.time_ns);
+        line.buckets[bucket] = line.buckets[bucket].saturating_add(1);
+        if let EventKind::Throw {
+            exception,
+            method,
+            loc,
+            catch,
+            ..
+        } = &ev.kind
+        {
+            let thrown_at = format!(
+                "{} {}",
+                MethodNames::resolve(syms, *method).display(),
+                loc_display(loc)
+            );
+            let caught_at = catch.as_ref().map(|(m, l)| {
+                format!(
+                    "{} {}",
+                    MethodNames::resolve(syms, *m).display(),
+                    loc_display(l)
+                )
+            });
+            let key = (syms.string(*exception).to_string(), thrown_at, caught_at);
+            let full = self.sites.len() >= MAX_SITES;
+            match self.sites.get_mut(&key) {
+                Some(s) => s.count += 1,
+                None if full => self.sites_dropped += 1,
+                None => {
+                    self.sites.insert(
+                        key,
+                        Site {
+                            count: 1,
+                            first_id: ev.id,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// The views' JSON and the flame graph's SVG.
+    pub fn finish(mut self) -> io::Result<(Json, String)> {
+        let stats = self.stats.finish();
+        self.flame.finish()?;
+        let svg = String::from_utf8_lossy(&self.svg.0.lock().unwrap_or_else(|p| p.into_inner()))
+            .into_owned();
+
+        let mut sites: Vec<_> = self.sites.into_iter().collect();
+        sites.sort_by(|a, b| {
+            b.1.count
+                .cmp(&a.1.count)
+                .then(a.1.first_id.cmp(&b.1.first_id))
+        });
+        let sites: Vec<Json> = sites
+            .into_iter()
+            .map(|((exception, thrown_at, caught_at), s)| {
+                json!({"exception": exception, "thrown_at": thrown_at, "caught_at": caught_at,
+                       "count": s.count, "first_id": s.first_id})
+            })
+            .collect();
+
+        let mut threads: Vec<ThreadLine> = self.threads.into_values().collect();
+        threads.sort_by_key(|t| (t.first_ns, t.first_id));
+        let threads: Vec<Json> = threads
+            .into_iter()
+            .map(|t| {
+                json!({"name": t.name, "first_ns": t.first_ns, "last_ns": t.last_ns,
+                       "events": t.events, "first_id": t.first_id, "buckets": t.buckets})
+            })
+            .collect();
+
+        self.time_tree.close_open_calls();
+        self.call_tree.close_open_calls();
+        let tree = call_tree_json(&self.time_tree.folded(), &self.call_tree.folded());
+
+        let methods: Vec<Json> = stats
+            .methods
+            .iter()
+            .take(200)
+            .map(|m| {
+                json!({"class": m.class, "method": m.name, "sig": m.sig, "calls": m.calls,
+                       "returns": m.returns, "exceptional_returns": m.exceptional_returns,
+                       "total_ns": m.total_ns, "self_ns": m.self_ns})
+            })
+            .collect();
+        let views = json!({
+            "stats": {
+                "events": stats.events,
+                "duration_ns": stats.duration_ns(),
+                "events_by_type": stats.events_by_type,
+                "threads": stats.threads.iter().map(|t| json!({"name": t.name, "events": t.events})).collect::<Vec<_>>(),
+                "methods": methods,
+                "gc_count": stats.gc_count,
+                "gc_total_ns": stats.gc_total_ns,
+                "dropped": stats.dropped,
+            },
+            "exceptions": {
+                "by_type": stats.exceptions.iter().map(|e| json!({"exception": e.class, "thrown": e.thrown,
+                    "caught": e.caught, "uncaught": e.uncaught})).collect::<Vec<_>>(),
+                "sites": sites,
+                "sites_not_listed": self.sites_dropped,
+            },
+            "locks": stats.monitors.iter().map(|m| json!({"monitor": format!("{}@{}", m.class, hash_hex(m.hash)),
+                "contentions": m.contentions, "total_wait_ns": m.total_wait_ns, "max_wait_ns": m.max_wait_ns}))
+                .collect::<Vec<_>>(),
+            "threads": {"duration_ns": self.duration_ns, "buckets": TIMELINE_BUCKETS, "threads": threads},
+            "calltree": tree,
+            // Reactions need SAMPLE events, which the agent does not record yet.
+            "reactions": Json::Null,
+        });
+        Ok((views, svg))
+    }
+}
+
+/// Where the flame-graph writer draws (it keeps its output writer).
+#[derive(Clone, Default)]
+struct SharedBuf(Arc<Mutex<Vec<u8>>>);
+
+impl Write for SharedBuf {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A node of the merged call tree sent to the page.
+struct TreeNode {
+    name: String,
+    self_ns: u64,
+    total_ns: u64,
+    calls: u64,
+    children: Vec<usize>,
+}
+
+/// The call tree from folded lines (self time and calls per path, thread
+/// frames first), as nested JSON with inclusive and self time, heaviest
+/// children first, pruned to [`MAX_TREE_NODES`].
+fn call_tree_json(time_lines: &[String], call_lines: &[String]) -> Json {
+    let mut nodes = vec![TreeNode {
+        name: "all threads".into(),
+        self_ns: 0,
+        total_ns: 0,
+        calls: 0,
+        children: Vec::new(),
+    }];
+    let mut index: HashMap<(usize, String), usize> = HashMap::new();
+    let mut add = |line: &str, is_time: bool| {
+        let Some((path, weight)) = line.rsplit_once(' ') else {
+            return;
+        };
+        let w: u64 = weight.parse().unwrap_or(0);
+        let mut at = 0;
+        for frame in path.split(';') {
+            let next = nodes.len();
+            let id = *index.entry((at, frame.to_string())).or_insert(next);
+            if id == next {
+                nodes.push(TreeNode {
+                    name: frame.to_string(),
+                    self_ns: 0,
+                    total_ns: 0,
+                    calls: 0,
+                    children: Vec::new(),
+                });
+                nodes[at].children.push(id);
+            }
+            if is_time {
+                nodes[id].total_ns += w;
+            }
+            at = id;
+        }
+        if is_time {
+            nodes[at].self_ns += w;
+            nodes[0].total_ns += w;
+        } else {
+            nodes[at].calls += w;
+        }
+    };
+    for l in time_lines {
+        add(l, true);
+    }
+    for l in call_lines {
+        add(l, false);
+    }
+    let mut budget = MAX_TREE_NODES;
+    fn emit(nodes: &[TreeNode], i: usize, budget: &mut usize) -> Json {
+        let n = &nodes[i];
+        let mut kids = n.children.clone();
+        kids.sort_by(|&a, &b| {
+            nodes[b]
+                .total_ns
+                .cmp(&nodes[a].total_ns)
+                .then(nodes[b].calls.cmp(&nodes[a].calls))
+        });
+        let mut children = Vec::new();
+        for k in kids {
+            if *budget == 0 {
+                break;
+            }
+            *budget -= 1;
+            children.push(emit(nodes, k, budget));
+        }
+        json!({"name": n.name, "total_ns": n.total_ns, "self_ns": n.self_ns, "calls": n.calls, "children": children})
+    }
+    emit(&nodes, 0, &mut budget)
+}
