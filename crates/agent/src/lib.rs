@@ -12,8 +12,10 @@
 //!   into per-thread buffers ([`buffers`]) that the writer thread
 //!   ([`writer`]) drains; memory is bounded by `buffer=`;
 //! - JNI local references the agent creates are deleted ([`jvmti::LocalRef`]);
-//! - how calls are captured is one seam ([`capture`]), so bytecode
-//!   instrumentation can replace JVMTI method events.
+//! - how calls are captured is one seam ([`capture`]): bytecode
+//!   instrumentation (`mode=bci`, the default: trace classes are rewritten
+//!   as they load to call the natives of a probe class the agent defines)
+//!   or JVMTI method events (`mode=jvmti`); both build the same events.
 //!
 //! Code map: [`sys`] (generated bindings), [`jvmti`] (wrappers), [`agent`]
 //! (global state and lifecycle), [`callbacks`], [`capture`], [`methods`]
