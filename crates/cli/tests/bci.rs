@@ -559,3 +559,64 @@ fn bci_and_jvmti_agree_on_jdk_25_too() {
     assert_modes_agree_on(&jdk25, "fx.Shapes*", "fx.Shapes", &shapes);
     assert_modes_agree_on(&jdk25, "fx.Exceptions", "fx.Exceptions", &[]);
 }
+
+#[test]
+fn a_method_too_large_to_instrument_runs_untraced_and_is_reported_once() {
+    // 5,000 `if (x == i) return i;` make ~55 KB of code; an exit hook
+    // before each return would push it past the JVM's 64 KiB limit.
+    let dir = scratch("huge");
+    let mut src = String::from("public class Huge {\n    static int pick(int x) {\n");
+    for i in 0..5000 {
+        src.push_str(&format!("        if (x == {i}) return {i};\n"));
+    }
+    src.push_str(
+        "        return -1;\n    }\n    static int small(int x) {\n        return x + 1;\n    }\n",
+    );
+    src.push_str("    public static void main(String[] a) {\n        System.out.println(pick(4321) + small(1));\n    }\n}\n");
+    std::fs::write(dir.join("Huge.java"), src).expect("write Huge.java");
+    let status = Command::new("javac")
+        .arg("-d")
+        .arg(&dir)
+        .arg(dir.join("Huge.java"))
+        .status()
+        .expect("javac");
+    assert!(status.success());
+    let trace = dir.join("trace.vmv");
+    let out = Command::new(vmview())
+        .args([
+            "record",
+            "--classes",
+            "Huge",
+            "-o",
+            path_str(&trace),
+            "--",
+            "java",
+        ])
+        .args(VERIFY)
+        .arg("-cp")
+        .arg(&dir)
+        .arg("Huge")
+        .output()
+        .expect("vmview record");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "4323\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let reports: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("not instrumented"))
+        .collect();
+    assert_eq!(reports.len(), 1, "one line: {stderr}");
+    assert!(
+        reports[0].contains("1 methods") && reports[0].contains("Huge.pick(I)I"),
+        "{stderr}"
+    );
+    let events = jsonl(&trace);
+    let traced: Vec<&str> = of_type(&events, "CALL")
+        .iter()
+        .filter_map(|e| e["method"].as_str())
+        .collect();
+    assert_eq!(
+        traced,
+        ["main", "small"],
+        "pick runs untraced, the rest of the class is traced"
+    );
+}
