@@ -22,7 +22,11 @@ fn recording() -> &'static Recording {
 }
 
 fn dataflow_json(extra: &[&str]) -> Value {
-    let trace = path_str(&recording().trace).to_string();
+    dataflow_json_of(recording(), extra)
+}
+
+fn dataflow_json_of(rec: &Recording, extra: &[&str]) -> Value {
+    let trace = path_str(&rec.trace).to_string();
     let mut args = vec!["dataflow", trace.as_str(), "--format", "json"];
     args.extend_from_slice(extra);
     let out = run(&args);
@@ -291,4 +295,24 @@ fn dataflow_text_shows_each_argument_and_its_top_values() {
             "no line {line:?} in:\n{text}"
         );
     }
+}
+
+#[test]
+fn dataflow_is_the_same_whichever_mode_recorded_it() {
+    // The default recording uses bytecode instrumentation; JVMTI method
+    // events must see the same values flow through the same methods.
+    let jvmti = record(
+        &["--classes", "fx.Dataflow", "--mode", "jvmti"],
+        &[],
+        "fx.Dataflow",
+        &[],
+    );
+    assert!(jvmti.output.status.success(), "stderr: {}", jvmti.stderr());
+    let strip = |mut doc: Value| {
+        doc.as_object_mut().expect("document").remove("file");
+        doc
+    };
+    let bci = strip(dataflow_json(&[]));
+    let jvmti = strip(dataflow_json_of(&jvmti, &[]));
+    assert_eq!(bci, jvmti);
 }
