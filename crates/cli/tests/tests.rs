@@ -11,4 +11,5 @@ mod filter;
 mod formats;
 mod recording;
 mod recovery;
+mod view;
 mod xml;

@@ -507,7 +507,10 @@
       tr.appendChild(td);
       tbl.appendChild(tr);
     };
-    for (const [k, v] of Object.entries(e)) {
+    const order = Object.keys(LABELS);
+    const keys = Object.keys(e).sort((a, b) => (order.indexOf(a) + 1 || 99) - (order.indexOf(b) + 1 || 99));
+    for (const k of keys) {
+      const v = e[k];
       const label = LABELS[k] || k.toUpperCase();
       if (k === 'params') {
         for (const p of v) add('PARAM', p.name + ': ' + p.type + ' = ' + ('value' in p ? fmtValue(p.value) : '?'),
@@ -552,13 +555,13 @@
     state.sel = id;
     stepPos = id;
     writeHash();
-    $('context').hidden = false;
-    $('context-text').textContent = 'Event #' + id + ' in its original context (filter “' + state.filter + '” set aside).';
     await resetList();
     const row = await src.locate('', id);
     if (row !== null && row !== undefined) { await loadPage(Math.floor(row / PAGE)); scrollToRow(row); }
     const e = findLoaded(id);
     showDetail(e);
+    $('context-text').textContent = 'Event #' + id + ' in its original context' + (state.filter ? ' (filter “' + state.filter + '” set aside).' : '.');
+    $('context').hidden = false;
   }
   function findLoaded(id) {
     for (const p of list.pages.values()) if (p.events) { const e = p.events.find((x) => x.id === id); if (e) return e; }
@@ -745,7 +748,7 @@
     },
     async reactions(box) {
       const v = (await views()).reactions;
-      if (!v) box.appendChild(el('div', 'placeholder', 'Reactions (event handlers, callbacks, the trie of user calls) need SAMPLE events — see issue 8.'));
+      if (!v) box.appendChild(el('div', 'placeholder', 'Reactions (event handlers, callbacks, the trie of user calls): needs SAMPLE events — see issue 8.'));
     },
     async stats(box) {
       const s = (await views()).stats;
