@@ -307,6 +307,7 @@ fn measure_all(args: &Args, agent: &Path, vmview: &Path, work: &Path) -> anyhow:
     }
 
     let active = rows.iter().filter(|r| r.skipped.is_none()).count();
+    let load_start = load_average();
     let mut expected_output: Vec<(u32, String)> = Vec::new();
     for rep in 0..args.reps {
         for (i, row) in rows.iter_mut().enumerate() {
@@ -397,7 +398,8 @@ fn measure_all(args: &Args, agent: &Path, vmview: &Path, work: &Path) -> anyhow:
         bail!("no configuration could run");
     }
 
-    let report = Report::new(&rows, &workload);
+    let mut report = Report::new(&rows, &workload);
+    report.load = (load_start, load_average());
     if args.json {
         let doc = report.json(args, &workload, jdk25.as_deref());
         println!("{}", serde_json::to_string_pretty(&doc)?);
@@ -524,6 +526,16 @@ fn read_jfr_summary(jfr_tool: &Path, recording: &Path, row: &mut Row) {
     row.events = Some(total);
 }
 
+/// The 1-minute load average (Linux), to judge how noisy a run was.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 fn secs(d: Duration) -> String {
     format!("{:.3}s", d.as_secs_f64())
 }
@@ -531,6 +543,8 @@ fn secs(d: Duration) -> String {
 /// Medians and ratios of every row.
 struct Report<'a> {
     rows: Vec<RowResult<'a>>,
+    /// The machine's 1-minute load average before and after the rounds.
+    load: (Option<f64>, Option<f64>),
 }
 
 struct RowResult<'a> {
@@ -623,7 +637,10 @@ impl<'a> Report<'a> {
                 }
             }
         }
-        Report { rows: out }
+        Report {
+            rows: out,
+            load: (None, None),
+        }
     }
 
     fn text(&self, args: &Args, w: &Workload, jdk25: Option<&Path>) -> String {
@@ -637,6 +654,12 @@ impl<'a> Report<'a> {
         ));
         if let Some(j) = jdk25 {
             o.push_str(&format!("jdk 25: {} ({})\n", j.display(), java_version(j)));
+        }
+        if let (Some(a), Some(b)) = self.load {
+            o.push_str(&format!(
+                "load average: {a:.2} before, {b:.2} after ({} CPUs)\n",
+                std::thread::available_parallelism().map_or(0, |n| n.get())
+            ));
         }
         o.push_str(&format!(
             "repetitions: {} (interleaved round-robin), medians shown; ratios are to the plain run on the same JDK\n\n",
@@ -769,6 +792,8 @@ impl<'a> Report<'a> {
             "java": {"path": args.java.display().to_string(), "version": java_version(&args.java)},
             "jdk25": jdk25.map(|j| json!({"path": j.display().to_string(), "version": java_version(j)})),
             "reps": args.reps,
+            "load_average": {"before": self.load.0, "after": self.load.1},
+            "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
             "rows": rows,
         })
     }
