@@ -32,9 +32,9 @@ use ::parquet::data_type::ByteArray;
 use ::parquet::file::properties::WriterProperties;
 use ::parquet::file::writer::SerializedFileWriter;
 use ::parquet::schema::parser::parse_message_type;
-use serde_json::{json, Value as Json};
+use serde_json::json;
 use vmview_format::{
-    Event, EventKind, Loc, MethodId, Outcome, StringId, SymbolTable, ThreadRef, TraceHeader,
+    Event, EventKind, Loc, MethodId, Outcome, StringId, SymbolTable, ThreadRef, TraceHeader, Value,
 };
 
 use crate::jsonl::value_json;
@@ -42,7 +42,7 @@ use crate::names::{descriptor_types, monitor_name};
 use crate::EventWriter;
 
 /// Events per row group.
-pub const ROW_GROUP_ROWS: usize = 1 << 19;
+pub const ROW_GROUP_ROWS: usize = 1 << 17;
 
 /// Bits of a merged trace's event id that hold the source index.
 pub const MERGE_SOURCE_BITS: u32 = 8;
@@ -299,6 +299,8 @@ pub struct ParquetWriter<W: Write + Send> {
     /// (counting events per source no longer finds their ids).
     source_ids_known: bool,
     strings: Vec<Option<ByteArray>>,
+    param_heads: std::collections::HashMap<MethodId, Vec<String>>,
+    scratch: Vec<u8>,
     thread_names: Vec<Option<ByteArray>>,
     type_names: Vec<ByteArray>,
 }
@@ -345,6 +347,8 @@ impl<W: Write + Send> ParquetWriter<W> {
             merged,
             source_ids_known: !(merged && filtered),
             strings: Vec::new(),
+            param_heads: std::collections::HashMap::new(),
+            scratch: Vec::new(),
             thread_names: Vec::new(),
             type_names: vmview_format::EVENT_TYPE_NAMES
                 .iter()
@@ -397,6 +401,47 @@ impl<W: Write + Send> ParquetWriter<W> {
         self.cols.class.set(class);
         self.cols.method.set(name);
         self.cols.sig.set(sig);
+    }
+
+    /// The JSON Lines `params` list as JSON text. The `{"name":…,"type":…`
+    /// part of each parameter is rendered once per method.
+    fn params_json(&mut self, m: MethodId, params: &[Value], syms: &SymbolTable) -> ByteArray {
+        let heads = self.param_heads.entry(m).or_insert_with(|| {
+            let sig = syms.method(m).map(|s| syms.string(s.sig));
+            let types = sig.and_then(descriptor_types).map(|(p, _)| p);
+            let names = syms.method(m).map(|s| s.param_names.as_slice()).unwrap_or(&[]);
+            (0..params.len().max(names.len()))
+                .map(|i| {
+                    let head = json!({
+                        "name": names.get(i).map_or_else(|| format!("arg{i}"), |n| syms.string(*n).to_string()),
+                        "type": types.as_ref().and_then(|t| t.get(i)).map_or("?", String::as_str),
+                    })
+                    .to_string();
+                    head.trim_end_matches('}').to_string()
+                })
+                .collect()
+        });
+        let buf = &mut self.scratch;
+        buf.clear();
+        buf.push(b'[');
+        for (i, v) in params.iter().enumerate() {
+            if i > 0 {
+                buf.push(b',');
+            }
+            match heads.get(i) {
+                Some(h) => buf.extend_from_slice(h.as_bytes()),
+                None => buf
+                    .extend_from_slice(format!("{{\"name\":\"arg{i}\",\"type\":\"?\"").as_bytes()),
+            }
+            if let Some(j) = value_json(v, syms) {
+                buf.extend_from_slice(b",\"value\":");
+                // Writing a `Json` into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut *buf, &j);
+            }
+            buf.push(b'}');
+        }
+        buf.push(b']');
+        ByteArray::from(buf.clone())
     }
 
     fn loc(&mut self, loc: &Loc) {
@@ -478,27 +523,8 @@ impl<W: Write + Send> ParquetWriter<W> {
             } => {
                 self.method(*method, syms);
                 self.cols.depth.set(*depth as i32);
-                let sig = syms.method(*method).map(|m| syms.string(m.sig));
-                let types = sig.and_then(descriptor_types).map(|(p, _)| p);
-                let names = syms
-                    .method(*method)
-                    .map(|m| m.param_names.as_slice())
-                    .unwrap_or(&[]);
-                let list: Vec<Json> = params
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| {
-                        let mut p = json!({
-                            "name": names.get(i).map_or_else(|| format!("arg{i}"), |n| syms.string(*n).to_string()),
-                            "type": types.as_ref().and_then(|t| t.get(i)).map_or("?", String::as_str),
-                        });
-                        if let Some(j) = value_json(v, syms) {
-                            p["value"] = j;
-                        }
-                        p
-                    })
-                    .collect();
-                self.cols.params.set(bytes(&Json::Array(list).to_string()));
+                let p = self.params_json(*method, params, syms);
+                self.cols.params.set(p);
             }
             EventKind::Return {
                 method,
