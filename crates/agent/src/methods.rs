@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, OnceLock, RwLock};
 use vmview_format::{Loc, MethodId, MethodSymbol, StringId};
-use vmview_options::CaptureMode;
+use vmview_options::{CaptureMode, EventGroup};
 
 /// The JVM's `ACC_STATIC` and `ACC_NATIVE` modifier bits.
 const ACC_STATIC: i32 = 0x0008;
@@ -67,7 +67,7 @@ impl MethodInfo {
         bci: i64,
         at_start: bool,
     ) -> bool {
-        if !self.traced || self.native || agent.options.mode != CaptureMode::Bci {
+        if !self.traced || self.native || !instruments_classes(agent) {
             return false;
         }
         let start = *self
@@ -256,6 +256,12 @@ fn param_names(agent: &Agent, method: sys::jmethodID, params: &[Param]) -> Vec<S
             agent.symbols.string(&name)
         })
         .collect()
+}
+
+/// Whether trace classes are rewritten: bci mode with calls recorded.
+fn instruments_classes(agent: &Agent) -> bool {
+    let o = &agent.options;
+    o.mode == CaptureMode::Bci && o.events.contains(EventGroup::Calls) && !o.classes.is_empty()
 }
 
 /// The start of the probe's catch-all handler at the end of `code`:

@@ -620,3 +620,29 @@ fn a_method_too_large_to_instrument_runs_untraced_and_is_reported_once() {
         "pick runs untraced, the rest of the class is traced"
     );
 }
+
+#[test]
+fn exceptions_without_calls_in_bci_mode_need_no_probe_handlers() {
+    // Regression: with calls off no class is rewritten, yet THROW looked
+    // for probe handlers with GetBytecodes, a capability it had not asked
+    // for, and every lookup failed.
+    let rec = record(
+        &[
+            "--classes",
+            "fx.Exceptions",
+            "--events",
+            "exceptions,threads",
+        ],
+        &[],
+        "fx.Exceptions",
+        &[],
+    );
+    assert!(!rec.stderr().contains("vmview agent:"), "{}", rec.stderr());
+    let events = rec.events();
+    assert!(of_type(&events, "CALL").is_empty());
+    let throw = events
+        .iter()
+        .find(|e| e["type"] == "THROW" && e["exception"] == "java.lang.IllegalArgumentException")
+        .expect("THROW");
+    assert_eq!(throw["catch_method"], "top");
+}
