@@ -513,3 +513,52 @@ fn filter_memory_does_not_grow_with_the_trace() {
         "XML input: peak RSS {s} KiB for 10k events, {l} KiB for 100k events"
     );
 }
+
+#[test]
+fn hand_written_xml_in_the_dtd_shape_is_read() {
+    // No DTD, no THREAD declarations or TIDs, children in another order,
+    // a dotted class name, entity and character references, a comment,
+    // fields left out: what a person or another tool might write.
+    let dir = scratch("hand-xml");
+    let xml = dir.join("hand.xml");
+    std::fs::write(
+        &xml,
+        r#"<?xml version="1.0"?>
+<TRACE VERSION="1">
+  <!-- two calls and an uncaught exception -->
+  <CALL ID="10" TIME="5">
+    <MTD>&lt;init&gt;</MTD><CLASS>Lshop/Cart;</CLASS><THRD>main</THRD>
+    <PARAM NAME="owner" KIND="string">Zo&#xEB; &amp; co</PARAM>
+  </CALL>
+  <CALL ID="11"><THRD>worker-1</THRD><CLASS>shop.Cart</CLASS><MTD>add</MTD>
+    <PARAM NAME="qty" KIND="int"> 3 </PARAM></CALL>
+  <THROW ID="20" TIME="9"><THRD>worker-1</THRD><EXC>Ljava/lang/IllegalStateException;</EXC>
+    <MSG><![CDATA[cart <closed>]]></MSG><CLASS>shop.Cart</CLASS><MTD>add</MTD><LOC LINE="12">4</LOC></THROW>
+</TRACE>
+"#,
+    )
+    .unwrap();
+    let all = filter_jsonl(&xml, "true");
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0]["method"], "<init>");
+    assert_eq!(all[0]["class"], "shop.Cart");
+    assert_eq!(all[0]["params"][0]["value"], "Zoë & co");
+    assert_eq!(all[1]["thread"], "worker-1");
+    assert_eq!(all[1]["params"][0]["value"], 3);
+    assert_eq!(all[2]["message"], "cart <closed>");
+    assert_eq!(all[2]["loc"]["line"], 12);
+    assert!(all[2]["catch_class"].is_null());
+
+    let hits = filter_jsonl(
+        &xml,
+        "THRD == worker-1 && (param > 2 || MSG ~ \"<closed>\") && CLASS == shop.Cart",
+    );
+    let ids: Vec<u64> = hits.iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, [11, 20]);
+
+    // And to a binary trace, whose threads and methods are declared from it.
+    let out = dir.join("hand.vmv");
+    let o = run(&["filter", path_str(&xml), "-o", path_str(&out), "true"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(jsonl(&out), all);
+}
