@@ -172,6 +172,12 @@ impl Input {
         }
     }
 
+    /// Are ids strictly increasing (a binary trace guarantees it; an XML
+    /// document is only expected to)?
+    pub fn ids_increase(&self) -> bool {
+        matches!(self, Input::Binary(_))
+    }
+
     /// Only events of these types can match (bit = index in
     /// `EVENT_TYPE_NAMES`): an XML input skips the others undecoded.
     pub fn set_type_mask(&mut self, mask: u16) {
@@ -256,7 +262,11 @@ pub fn run(args: &FilterArgs) -> anyhow::Result<ExitCode> {
 
     let total = std::fs::metadata(&args.input).map_or(0, |m| m.len());
     let mut progress = Progress::new(total, "filtering");
-    let (first_id, last_id) = filter.id_bounds();
+    let (first_id, mut last_id) = filter.id_bounds();
+    if !input.ids_increase() {
+        // A hand-written XML trace may list ids in any order: no early stop.
+        last_id = u64::MAX;
+    }
     input.set_type_mask(filter.type_mask());
     let mut read: u64 = 0;
     let mut kept: u64 = 0;

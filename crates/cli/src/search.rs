@@ -78,7 +78,11 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<ExitCode> {
     });
     let total = std::fs::metadata(&args.trace).map_or(0, |m| m.len());
     let mut progress = Progress::new(total, "searching");
-    let (first_id, last_id) = filter.id_bounds();
+    let (first_id, mut last_id) = filter.id_bounds();
+    if !input.ids_increase() {
+        // A hand-written XML trace may list ids in any order: no early stop.
+        last_id = u64::MAX;
+    }
     input.set_type_mask(filter.type_mask());
     let mut read: u64 = 0;
     let mut hits: u64 = 0;

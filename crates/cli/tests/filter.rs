@@ -556,6 +556,16 @@ fn hand_written_xml_in_the_dtd_shape_is_read() {
     let ids: Vec<u64> = hits.iter().map(|e| e["id"].as_u64().unwrap()).collect();
     assert_eq!(ids, [11, 20]);
 
+    // Ids out of order (allowed in XML): an id bound must not stop early.
+    let unordered = dir.join("unordered.xml");
+    std::fs::write(
+        &unordered,
+        r#"<TRACE VERSION="1"><GC_START ID="9"><THRD>a</THRD></GC_START><GC_START ID="2"><THRD>b</THRD></GC_START></TRACE>"#,
+    )
+    .unwrap();
+    let o = run(&["search", path_str(&unordered), "--count", "id < 5"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "1");
+
     // And to a binary trace, whose threads and methods are declared from it.
     let out = dir.join("hand.vmv");
     let o = run(&["filter", path_str(&xml), "-o", path_str(&out), "true"]);
