@@ -5,6 +5,8 @@
 //!   predicates: class and thread regexes), the cost the filter adds.
 //! - `filter/read_binary`: the binary reader alone, the floor for the next.
 //! - `filter/binary_symbols`: read + filter a binary trace.
+//! - `filter/binary_symbols_no_args`: the same on CALLs without argument
+//!   values (decoding no strings).
 //! - `xml/export`: render every event as XML (bytes of XML out).
 //! - `xml/filter`: read + filter the XML form (bytes of XML in).
 //! - `around/open_seek_context`: what `vmview show --around ID` does —
@@ -92,6 +94,18 @@ fn benches(c: &mut Criterion) {
                 k += u64::from(f.matches(&e, r.symbols()));
             }
             assert_eq!(k, matched as u64);
+            k
+        })
+    });
+    let bare = synthetic::write_with(Vec::new(), PAIRS, false).expect("synthetic trace");
+    g.bench_function("binary_symbols_no_args", |b| {
+        b.iter(|| {
+            let mut f = EventFilter::parse(SYMBOL_EXPR).expect("expr");
+            let mut r = TraceReader::new(Cursor::new(black_box(&bare[..]))).expect("trace");
+            let mut k = 0u64;
+            while let Some(e) = r.next_event() {
+                k += u64::from(f.matches(&e, r.symbols()));
+            }
             k
         })
     });

@@ -11,6 +11,13 @@ use vmview_format::{
 
 /// Writes about `pairs` CALL/RETURN pairs (plus a THROW per 100) to `out`.
 pub fn write<W: Write>(out: W, pairs: u64) -> Result<W, FormatError> {
+    write_with(out, pairs, true)
+}
+
+/// Like [`write`]; without `args` the CALLs carry no parameter values
+/// (what a trace of argument-less methods, or one recorded without
+/// argument capture, decodes like).
+pub fn write_with<W: Write>(out: W, pairs: u64, args: bool) -> Result<W, FormatError> {
     let header = TraceHeader {
         version: 1,
         pid: 1,
@@ -37,7 +44,11 @@ pub fn write<W: Write>(out: W, pairs: u64) -> Result<W, FormatError> {
             daemon: false,
         }));
     }
-    let sig = string(&mut w, "(ILjava/lang/String;)I".into());
+    let sig = if args {
+        string(&mut w, "(ILjava/lang/String;)I".into())
+    } else {
+        string(&mut w, "()I".into())
+    };
     let (qty, label) = (string(&mut w, "qty".into()), string(&mut w, "label".into()));
     let exc = string(&mut w, "java.lang.IllegalStateException".into());
     for m in 0..64u32 {
@@ -48,7 +59,7 @@ pub fn write<W: Write>(out: W, pairs: u64) -> Result<W, FormatError> {
             class,
             name,
             sig,
-            param_names: vec![qty, label],
+            param_names: if args { vec![qty, label] } else { Vec::new() },
             modifiers: 1,
         }));
     }
@@ -71,13 +82,17 @@ pub fn write<W: Write>(out: W, pairs: u64) -> Result<W, FormatError> {
                 method,
                 depth: 3,
                 caller: None,
-                params: vec![
-                    Value::Int((rng % 1000) as i32),
-                    Value::Str {
-                        text: format!("order-{}", rng % 10_000),
-                        full_len: None,
-                    },
-                ],
+                params: if args {
+                    vec![
+                        Value::Int((rng % 1000) as i32),
+                        Value::Str {
+                            text: format!("order-{}", rng % 10_000),
+                            full_len: None,
+                        },
+                    ]
+                } else {
+                    Vec::new()
+                },
             },
         })?;
         if i % 100 == 99 {
