@@ -556,10 +556,16 @@ struct RowResult<'a> {
     wall_ratio: Option<f64>,
     cpu_ratio: Option<f64>,
     work_ratio: Option<f64>,
-    /// Calls the tracer observed; for rows without their own count, those
-    /// of a vmview row scaled to this row's share of the work.
-    calls: Option<u64>,
+    /// Calls this row's tracer recorded (CALL events, `jdk.MethodTrace`
+    /// events); fewer than executed when the tracer dropped events.
+    recorded_calls: Option<u64>,
+    /// Traced-method calls the program made in this row's share of the
+    /// work: the most any tracer recorded (the program is deterministic).
+    executed_calls: Option<u64>,
+    /// Extra work time (wall time without work timing) over plain per call.
     ns_per_call: Option<f64>,
+    /// Extra CPU time of the whole JVM over plain per call (whole runs).
+    cpu_ns_per_call: Option<f64>,
 }
 
 impl<'a> Report<'a> {
@@ -568,19 +574,23 @@ impl<'a> Report<'a> {
             let xs: Vec<Duration> = r.runs.iter().filter_map(f).collect();
             median(&xs)
         };
-        // Calls per full workload, from a tracer that counted them, one that
-        // ran the whole workload if there is one (a scaled-down run also
-        // counts the set-up calls, which do not scale).
+        // Calls per full workload: the most any tracer recorded (one that
+        // dropped events recorded fewer), from the rows that ran the whole
+        // workload if there are any (a scaled-down run also counts the
+        // set-up calls, which do not scale).
         let counted = |r: &&Row| r.calls.is_some() && !r.runs.is_empty();
-        let calls_full = rows
+        let per_full = |r: &Row| {
+            let f = w.fraction(effective_scale(w, &r.config));
+            r.calls.map_or(0.0, |c| c as f64 / f)
+        };
+        let whole_rows = rows
             .iter()
             .filter(counted)
-            .find(|r| w.fraction(effective_scale(w, &r.config)) == 1.0)
-            .or_else(|| rows.iter().find(counted))
-            .and_then(|r| {
-                let f = w.fraction(effective_scale(w, &r.config));
-                r.calls.map(|c| c as f64 / f)
-            });
+            .filter(|r| w.fraction(effective_scale(w, &r.config)) == 1.0);
+        let calls_full = whole_rows
+            .map(per_full)
+            .reduce(f64::max)
+            .or_else(|| rows.iter().filter(counted).map(per_full).reduce(f64::max));
         let mut out = Vec::new();
         for r in rows {
             let fraction = w.fraction(effective_scale(w, &r.config));
@@ -596,12 +606,12 @@ impl<'a> Report<'a> {
                 wall_ratio: None,
                 cpu_ratio: None,
                 work_ratio: None,
-                calls: r.calls.or_else(|| {
-                    calls_full
-                        .filter(|_| r.config.traces_calls())
-                        .map(|c| (c * fraction).round() as u64)
-                }),
+                recorded_calls: r.calls,
+                executed_calls: calls_full
+                    .filter(|_| r.config.traces_calls())
+                    .map(|c| (c * fraction).round() as u64),
                 ns_per_call: None,
+                cpu_ns_per_call: None,
             });
         }
         for i in 0..out.len() {
@@ -630,10 +640,15 @@ impl<'a> Report<'a> {
                 _ if whole => (o.wall, bw),
                 _ => (None, None),
             };
-            if let (Some(t), Some(b), Some(calls)) = (t, b, o.calls) {
-                if calls > 0 && o.row.config.traces_calls() {
-                    let extra = t.as_secs_f64() - b.as_secs_f64() * o.fraction;
-                    o.ns_per_call = Some(extra * 1e9 / calls as f64);
+            if let Some(calls) = o.executed_calls.filter(|&c| c > 0) {
+                let per_call = |t: Duration, b: Duration| {
+                    (t.as_secs_f64() - b.as_secs_f64() * o.fraction) * 1e9 / calls as f64
+                };
+                if let (Some(t), Some(b)) = (t, b) {
+                    o.ns_per_call = Some(per_call(t, b));
+                }
+                if let (Some(t), Some(b), true) = (o.cpu, bc, whole) {
+                    o.cpu_ns_per_call = Some(per_call(t, b));
                 }
             }
         }
@@ -661,6 +676,17 @@ impl<'a> Report<'a> {
                 std::thread::available_parallelism().map_or(0, |n| n.get())
             ));
         }
+        if let Some(c) = self
+            .rows
+            .iter()
+            .find(|r| r.fraction == 1.0)
+            .and_then(|r| r.executed_calls)
+        {
+            o.push_str(&format!(
+                "traced calls per run: {} (the most any tracer recorded)\n",
+                thousands(c)
+            ));
+        }
         o.push_str(&format!(
             "repetitions: {} (interleaved round-robin), medians shown; ratios are to the plain run on the same JDK\n\n",
             args.reps
@@ -675,8 +701,9 @@ impl<'a> Report<'a> {
             "work",
             "×plain",
             "events",
-            "traced calls",
-            "ns/call",
+            "calls recorded",
+            "ns/call work",
+            "ns/call cpu",
         ];
         let ratio = |r: Option<f64>| r.map_or("—".to_string(), |x| format!("{x:.2}×"));
         let time = |d: Option<Duration>| d.map_or("—".to_string(), secs);
@@ -735,8 +762,10 @@ impl<'a> Report<'a> {
                 time(r.work),
                 ratio(r.work_ratio),
                 count(r.row.events),
-                count(r.calls),
-                r.ns_per_call.map_or("—".to_string(), |x| format!("{x:.1}")),
+                count(r.recorded_calls),
+                r.ns_per_call.map_or("—".to_string(), |x| format!("{x:.0}")),
+                r.cpu_ns_per_call
+                    .map_or("—".to_string(), |x| format!("{x:.0}")),
             ]);
         }
         o.push_str(&render_table(&head, &table));
@@ -748,8 +777,11 @@ impl<'a> Report<'a> {
         }
         o.push_str(
             "\nwork = the workload's own timing of its work (no JVM start-up); \
-             ns/call = extra work time over plain per traced call; \
-             events = vmview events or JFR events recorded (first run).\n",
+             events, calls recorded = vmview events and CALL events, or JFR events and \
+             jdk.MethodTrace events, of the first run; \
+             ns/call work = extra work time (wall) over plain per traced call; \
+             ns/call cpu = extra CPU time of the whole JVM (all threads: the agent's \
+             writer, JIT, GC) over plain per traced call.\n",
         );
         o
     }
@@ -778,10 +810,12 @@ impl<'a> Report<'a> {
                     "cpu_ratio": r.cpu_ratio,
                     "work_ratio": r.work_ratio,
                     "events": r.row.events,
-                    "traced_calls": r.calls,
+                    "calls_recorded": r.recorded_calls,
+                    "calls_executed": r.executed_calls,
                     "dropped": r.row.dropped,
                     "trace_bytes": r.row.trace_bytes,
-                    "ns_per_call": r.ns_per_call,
+                    "ns_per_call_work": r.ns_per_call,
+                    "ns_per_call_cpu": r.cpu_ns_per_call,
                     "output_differs": r.row.wrong_output.is_some(),
                 })
             })
