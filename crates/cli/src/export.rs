@@ -28,16 +28,22 @@ xml is VMView's flat XML trace: one element per event (CALL, RETURN, THROW \
 LOC, CLASS2 ...), class names in the JVM form (Lshop/Inventory;), and the \
 DTD embedded, so `xmllint --valid` checks it and `vmview filter` reads it \
 back. jsonl is one JSON object per event (the keys of `vmview show --format \
-jsonl`); text is what `vmview show` prints.";
+jsonl`); text is what `vmview show` prints.
+
+For other people's tools: chrome is Chrome trace-event JSON (Perfetto, chrome://tracing: a track per thread, a slice per call); speedscope is speedscope's JSON (a time-ordered profile per thread); collapsed is folded stacks of the call tree and svg a flame graph of it (weighed by self time or, with --weight calls, by calls); parquet is one row per event with typed columns (docs/PARQUET.md) for DuckDB, Spark, Trino. Calls whose RETURN is missing end as cut off, RETURNs without their CALL are left out, so timelines nest even on a cut trace.";
 
 const EXAMPLES: &str = "\
 Examples:
   vmview export trace.vmv --format xml -o trace.xml
   xmllint --valid --noout trace.xml
-  vmview export trace.vmv --format jsonl | jq -c 'select(.type == \"THROW\")'";
+  vmview export trace.vmv --format jsonl | jq -c 'select(.type == \"THROW\")'
+  vmview export trace.vmv --format chrome -o trace.json      # open in ui.perfetto.dev
+  vmview export trace.vmv --format svg --weight calls -o calls.svg
+  vmview export trace.vmv --format parquet -o trace.parquet
+  duckdb -c \"SELECT method, count(*) FROM 'trace.parquet' WHERE type = 'CALL' GROUP BY ALL\"";
 
 #[derive(Args)]
-#[command(about = "Convert a trace to XML, JSON Lines or text", long_about = LONG_ABOUT, after_long_help = EXAMPLES)]
+#[command(about = "Convert a trace to XML, JSON Lines, text, Chrome/Perfetto, speedscope, flame graphs or Parquet", long_about = LONG_ABOUT, after_long_help = EXAMPLES)]
 pub struct ExportArgs {
     /// The trace file (.vmv).
     file: PathBuf,
