@@ -30,7 +30,14 @@ DTD embedded, so `xmllint --valid` checks it and `vmview filter` reads it \
 back. jsonl is one JSON object per event (the keys of `vmview show --format \
 jsonl`); text is what `vmview show` prints.
 
-For other people's tools: chrome is Chrome trace-event JSON (Perfetto, chrome://tracing: a track per thread, a slice per call); speedscope is speedscope's JSON (a time-ordered profile per thread); collapsed is folded stacks of the call tree and svg a flame graph of it (weighed by self time or, with --weight calls, by calls); parquet is one row per event with typed columns (docs/PARQUET.md) for DuckDB, Spark, Trino. Calls whose RETURN is missing end as cut off, RETURNs without their CALL are left out, so timelines nest even on a cut trace.";
+For other people's tools: chrome is Chrome trace-event JSON (Perfetto, \
+chrome://tracing: a track per thread, a slice per call); speedscope is \
+speedscope's JSON (a time-ordered profile per thread); collapsed is folded \
+stacks of the call tree and svg a flame graph of it (weighed by self time \
+or, with --weight calls, by calls); parquet is one row per event with \
+typed columns (docs/PARQUET.md) for DuckDB, Spark, Trino. Calls whose \
+RETURN is missing end as cut off, RETURNs without their CALL are left out, \
+so timelines nest even on a cut trace.";
 
 const EXAMPLES: &str = "\
 Examples:
