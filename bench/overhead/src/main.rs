@@ -679,8 +679,8 @@ impl<'a> Report<'a> {
         if let Some(c) = self
             .rows
             .iter()
-            .find(|r| r.fraction == 1.0)
-            .and_then(|r| r.executed_calls)
+            .filter(|r| r.fraction == 1.0)
+            .find_map(|r| r.executed_calls)
         {
             o.push_str(&format!(
                 "traced calls per run: {} (the most any tracer recorded)\n",
