@@ -147,9 +147,21 @@ fn render_text(p: &DataflowProfile) -> String {
             o.push_str(&format!("  param {}: {ty}\n", param.name));
             profile_text(&mut o, &param.values);
         }
-        if let Some(r) = &m.returned {
-            o.push_str(&format!("  return: {ret_type}\n"));
-            profile_text(&mut o, r);
+        if m.calls > 0 && m.params.len() < param_types.len() {
+            o.push_str(&format!(
+                "  params: {} not captured (recorded with args=off?)\n",
+                param_types.len() - m.params.len()
+            ));
+        }
+        match &m.returned {
+            Some(r) if r.unavailable == r.count => {
+                o.push_str(&format!("  return: {ret_type}, not captured\n"));
+            }
+            Some(r) => {
+                o.push_str(&format!("  return: {ret_type}\n"));
+                profile_text(&mut o, r);
+            }
+            None => {}
         }
         if !m.exceptions.is_empty() {
             o.push_str("  exceptions\n");

@@ -316,3 +316,38 @@ fn dataflow_is_the_same_whichever_mode_recorded_it() {
     let jvmti = strip(dataflow_json_of(&jvmti, &[]));
     assert_eq!(bci, jvmti);
 }
+
+#[test]
+fn dataflow_says_when_values_were_not_captured() {
+    let rec = record(
+        &["--classes", "fx.Dataflow", "--args", "off"],
+        &[],
+        "fx.Dataflow",
+        &[],
+    );
+    assert!(rec.output.status.success(), "stderr: {}", rec.stderr());
+    let doc = dataflow_json_of(&rec, &["--method", "fx.Dataflow.price"]);
+    let price = method(&doc, "price");
+    assert_eq!(price["calls"], 100, "calls are still counted");
+    assert_eq!(price["params"], json!([]));
+    assert_eq!(
+        (
+            price["return"]["count"].as_u64(),
+            price["return"]["unavailable"].as_u64()
+        ),
+        (Some(100), Some(100))
+    );
+
+    let trace = path_str(&rec.trace).to_string();
+    let out = run(&["dataflow", &trace, "--method", "fx.Dataflow.price"]);
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    for line in [
+        "  params: 2 not captured (recorded with args=off?)",
+        "  return: long, not captured",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "no line {line:?} in:\n{text}"
+        );
+    }
+}
