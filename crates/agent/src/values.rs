@@ -158,8 +158,17 @@ fn boxed_value(agent: &Agent, jni: Jni, obj: sys::jobject, kind: ClassKind) -> O
 pub fn string(jni: Jni, s: sys::jobject, max: u32) -> (String, Option<u32>) {
     let len = jni.string_length(s);
     let mut n = len.min(max) as usize;
-    let mut buf = vec![0u16; n];
-    jni.string_region(s, &mut buf);
+    // Short strings (most arguments) are copied through the stack: one
+    // allocation per value, the String's, instead of two.
+    let mut small = [0u16; 128];
+    let mut large = Vec::new();
+    let buf: &mut [u16] = if n <= small.len() {
+        &mut small[..n]
+    } else {
+        large.resize(n, 0);
+        &mut large
+    };
+    jni.string_region(s, buf);
     // Do not end on half of a surrogate pair.
     if (n as u32) < len && n > 0 && (0xd800..0xdc00).contains(&buf[n - 1]) {
         n -= 1;

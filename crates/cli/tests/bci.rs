@@ -646,3 +646,50 @@ fn exceptions_without_calls_in_bci_mode_need_no_probe_handlers() {
         .expect("THROW");
     assert_eq!(throw["catch_method"], "top");
 }
+
+#[test]
+fn string_arguments_of_every_length_are_kept_or_cut_at_strings() {
+    let rec = record(
+        &["--classes", "fx.LongStrings", "--strings", "200"],
+        &[],
+        "fx.LongStrings",
+        &[],
+    );
+    assert_eq!(rec.stdout(), "total=755\n");
+    let events = rec.events();
+    let echoes: Vec<String> = of_type(&events, "CALL")
+        .iter()
+        .filter(|e| e["method"] == "echo")
+        .map(|e| {
+            e["params"][0]["value"]
+                .as_str()
+                .expect("string value")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(echoes.len(), 4);
+    assert_eq!(echoes[0], "a".repeat(100));
+    assert_eq!(
+        echoes[1],
+        "b".repeat(150),
+        "past the 128-char stack buffer, whole"
+    );
+    assert!(
+        echoes[2].starts_with(&"c".repeat(200)) && !echoes[2].starts_with(&"c".repeat(201)),
+        "{}",
+        echoes[2]
+    );
+    assert!(
+        echoes[2].contains('…'),
+        "a cut string says so: {}",
+        echoes[2]
+    );
+    // The cut falls inside the surrogate pair: the half is dropped, not
+    // turned into a replacement character.
+    assert!(echoes[3].starts_with(&"d".repeat(199)), "{}", echoes[3]);
+    assert!(
+        !echoes[3].contains('\u{fffd}') && !echoes[3].contains('😀'),
+        "{}",
+        echoes[3]
+    );
+}
