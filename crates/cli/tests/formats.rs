@@ -568,6 +568,23 @@ fn merged_traces_keep_each_events_source_and_id_and_answer_fleet_queries_in_duck
         uncaught,
         [serde_json::json!(["app-a.vmv", expected_uncaught])]
     );
+
+    // A filtered merged trace keeps its ids, so each row still knows its
+    // source; the ids within the source can no longer be counted out.
+    let throws = filtered(&all, "type == THROW", "fleet-throws.vmv");
+    let pq_throws = export_to(&throws, "parquet", &[], "parquet");
+    let rows = duckdb(&format!(
+        "SELECT source, count(*), count(source_id) FROM '{}' GROUP BY source",
+        path_str(&pq_throws)
+    ));
+    assert_eq!(
+        rows,
+        [serde_json::json!([
+            "app-a.vmv",
+            of_type(&a_events, "THROW").len(),
+            0
+        ])]
+    );
 }
 
 #[test]
