@@ -693,3 +693,19 @@ fn string_arguments_of_every_length_are_kept_or_cut_at_strings() {
         echoes[3]
     );
 }
+
+#[test]
+fn bci_and_jvmti_agree_on_each_thread_of_a_multithreaded_program() {
+    let (bci, _) = assert_modes_agree("fx.Contention*", "fx.Contention", &[]);
+    let events = bci.events();
+    let workers: std::collections::BTreeSet<&str> = of_type(&events, "CALL")
+        .iter()
+        .filter(|e| e["method"] == "work")
+        .filter_map(|e| e["thread"].as_str())
+        .collect();
+    assert_eq!(
+        workers.len(),
+        3,
+        "each worker's calls on its own thread: {workers:?}"
+    );
+}
