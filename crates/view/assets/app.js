@@ -714,6 +714,9 @@
       const frame = document.createElement('iframe');
       frame.id = 'flame-frame';
       frame.setAttribute('sandbox', '');
+      // inferno sizes the picture; the frame takes its height.
+      const h = /<svg[^>]*\sheight="(\d+)"/.exec(svg);
+      if (h) frame.style.height = Number(h[1]) + 4 + 'px';
       frame.src = URL.createObjectURL(new Blob([svg], { type: 'image/svg+xml' }));
       box.appendChild(frame);
     },
@@ -801,5 +804,7 @@
     }
     document.body.dataset.ready = '1';
   }
+  // A link pasted into the address bar (the page itself only replaces the hash).
+  window.addEventListener('hashchange', () => location.reload());
   start().catch((e) => { document.body.dataset.error = String(e && (e.error || e.message) || e); });
 })();
