@@ -522,7 +522,14 @@ fn screenshots() -> PathBuf {
 
 /// Runs tests/browser/view.mjs on `url`; its findings as JSON. `None` when
 /// the browser tools are missing and VMVIEW_SKIP_BROWSER is set.
-fn browse(url: &str, name: &str, filter: &str, search: &str, hostile: bool) -> Option<Value> {
+fn browse(
+    url: &str,
+    name: &str,
+    filter: &str,
+    search: &str,
+    hostile: bool,
+    parity: &[&str],
+) -> Option<Value> {
     let npm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/npm");
     let missing: Vec<&str> = [
         (!Path::new("/usr/bin/chromium").exists())
@@ -547,7 +554,7 @@ fn browse(url: &str, name: &str, filter: &str, search: &str, hostile: bool) -> O
     }
     let spec = serde_json::json!({
         "npm": npm, "url": url, "shots": screenshots(), "name": name,
-        "filter": filter, "search": search, "hostile": hostile,
+        "filter": filter, "search": search, "hostile": hostile, "parity": parity,
     });
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/view.mjs");
     let o = Command::new("node")
@@ -680,7 +687,7 @@ fn browser_page_filters_searches_opens_context_and_every_view() {
 
     let served = serve(&rec.trace);
     let url = format!("http://{}/", served.addr);
-    let Some(v) = browse(&url, "served", filter, search, false) else {
+    let Some(v) = browse(&url, "served", filter, search, false, &[]) else {
         return;
     };
     check_page(&v, &all, filter_count, &search_ids, &url);
@@ -689,9 +696,32 @@ fn browser_page_filters_searches_opens_context_and_every_view() {
     let o = run(&["view", path_str(&rec.trace), "-o", path_str(&report)]);
     assert!(o.status.success());
     let url = format!("file://{}", report.display());
-    let v = browse(&url, "report", filter, search, false).unwrap();
+    let v = browse(&url, "report", filter, search, false, PARITY).unwrap();
     check_page(&v, &all, filter_count, &search_ids, &url);
+    // The report's JavaScript port of the filter language selects what the
+    // Rust filter selects.
+    for expr in PARITY {
+        let o = run(&["search", path_str(&rec.trace), "--count", expr]);
+        let want: u64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+        assert!(
+            want > 0 || *expr == "type == THROW && catch_class == null",
+            "{expr} selects something"
+        );
+        assert_eq!(v["parity"][expr], want, "report filter {expr}");
+    }
 }
+
+/// Expressions on which the report's filter must agree with `vmview search`.
+const PARITY: &[&str] = &[
+    "type in [CALL, RETURN] && method ~ \"^(check|price)$\"",
+    "!(type == CALL) && elapsed_ns > 1us",
+    "type == THROW && catch_class == null",
+    "MTD == \"price\" && PARAM == 5",
+    "thread ~ \"ma.n\" && not (type in [CALL, RETURN])",
+    "message ~ \"multiple of 5: 1[0-9]$\"",
+    "type == CALL && depth >= 2 && param_name == \"sku\"",
+    "type == RETURN && value == \"apple\" || type == CATCH",
+];
 
 #[test]
 fn browser_runs_no_script_from_a_hostile_trace() {
@@ -720,7 +750,7 @@ fn browser_runs_no_script_from_a_hostile_trace() {
         ("hostile-served", url.as_str()),
         ("hostile-report", file_url.as_str()),
     ] {
-        let Some(v) = browse(url, name, filter, search, true) else {
+        let Some(v) = browse(url, name, filter, search, true, &[]) else {
             return;
         };
         check_page(&v, &all, filter_count, &search_ids, url);

@@ -137,6 +137,22 @@ try {
     out.hostile_rows_text = await page.textContent('#rows');
     await shot('hostile');
   }
+  // The filter language of the page's source (Rust behind serve, the
+  // JavaScript port in a report) on further expressions.
+  out.parity = {};
+  if (spec.parity && spec.parity.length) {
+    await page.click('#tabs button[data-view="events"]');
+    for (const expr of spec.parity) {
+      const before = await page.getAttribute('#count', 'data-count') + await page.textContent('#count');
+      await page.fill('#filter', expr);
+      await page.waitForFunction((b) => {
+        const c = document.querySelector('#count');
+        return (c.dataset.count + c.textContent !== b || !document.querySelector('#error').hidden) && c.dataset.complete === '1';
+      }, before).catch(() => {});
+      await page.waitForTimeout(300);
+      out.parity[expr] = (await page.isVisible('#error')) ? 'error: ' + await page.textContent('#error') : await count();
+    }
+  }
   await page.waitForTimeout(300);
   out.pwned = await page.evaluate(() => (window.__pwned === undefined ? null : String(window.__pwned)));
   out.title = await page.title();
