@@ -32,7 +32,7 @@ type Reader = TraceReader<BufReader<File>>;
 /// Most events one page request returns.
 pub const MAX_PAGE: u64 = 1_000;
 /// Filters kept (with their matches) at once; the oldest is dropped.
-const MAX_JOBS: usize = 8;
+const MAX_JOBS: usize = 4;
 /// Matches a filter keeps before it stops collecting ids (and only counts).
 const MAX_MATCH_IDS: usize = 50_000_000;
 

@@ -127,7 +127,8 @@ fn handle(stream: TcpStream, model: &TraceModel, bound: IpAddr) -> io::Result<()
 }
 
 /// Whether a `Host` header names this machine's loopback (or the address
-/// the server was explicitly bound to), with any port.
+/// the server was explicitly bound to), with any port. DNS names other than
+/// `localhost` are refused: that is what defeats DNS rebinding.
 pub fn host_allowed(host: &str, bound: IpAddr) -> bool {
     let name = if let Some(rest) = host.strip_prefix('[') {
         match rest.split_once(']') {
@@ -145,7 +146,9 @@ pub fn host_allowed(host: &str, bound: IpAddr) -> bool {
         return true;
     }
     match name.parse::<IpAddr>() {
-        Ok(ip) => ip.is_loopback() || (!bound.is_unspecified() && ip == bound),
+        // An address literal cannot be rebound; with an explicit
+        // `--bind 0.0.0.0` any of the machine's addresses may be used.
+        Ok(ip) => ip.is_loopback() || ip == bound || bound.is_unspecified(),
         Err(_) => false,
     }
 }
@@ -329,6 +332,13 @@ mod tests {
         }
         let lan: IpAddr = "192.168.1.5".parse().unwrap();
         assert!(host_allowed("192.168.1.5:9000", lan));
+        assert!(!host_allowed("192.168.1.6:9000", lan));
+        let any: IpAddr = "0.0.0.0".parse().unwrap();
+        assert!(host_allowed("192.168.1.6:9000", any));
+        assert!(
+            !host_allowed("evil.example:9000", any),
+            "names still refused"
+        );
     }
 
     #[test]
