@@ -628,6 +628,11 @@ fn check_page(v: &Value, all: &[Value], filter_count: u64, search_ids: &[u64], u
             );
         }
     }
+    assert_eq!(
+        v["arrow_down"].as_u64(),
+        all.get(pos + 1).and_then(|e| e["id"].as_u64()),
+        "↓ moves to the next event"
+    );
     assert!(v["hash_in_context"]
         .as_str()
         .unwrap()

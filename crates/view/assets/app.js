@@ -374,7 +374,7 @@
       list.count = r.count; list.complete = r.complete;
       showError(null, $('filter'));
       updateCount(r);
-      if (!r.complete || r.events.length < Math.min(PAGE, Math.max(0, r.count - p * PAGE))) {
+      if (!r.complete && r.events.length < PAGE) {
         // Matches still being found: ask again shortly.
         setTimeout(() => { if (gen === list.gen) { list.pages.delete(p); loadPage(p).then(() => { sizeSpacer(); render(); }); } }, 400);
       }
@@ -535,6 +535,24 @@
   }
 
   listEl.addEventListener('scroll', () => render());
+  // Keyboard: ↑/↓ move the selection, Enter opens a filtered event in context.
+  listEl.addEventListener('keydown', async (ev) => {
+    if (!['ArrowDown', 'ArrowUp', 'Enter'].includes(ev.key) || state.sel === null) return;
+    ev.preventDefault();
+    if (ev.key === 'Enter') { if (activeFilter()) openContext(state.sel); return; }
+    const rows = [...rowsEl.querySelectorAll('.row[data-id]')];
+    const i = rows.findIndex((r) => Number(r.dataset.id) === state.sel);
+    let r = i < 0 ? null : Number(rows[i].dataset.row) + (ev.key === 'ArrowDown' ? 1 : -1);
+    if (r === null || r < 0 || r >= list.count) return;
+    const p = Math.floor(r / PAGE);
+    await loadPage(p);
+    const e = list.pages.get(p) && list.pages.get(p).events && list.pages.get(p).events[r - p * PAGE];
+    if (!e) return;
+    const g = geometry();
+    const first = firstRow();
+    if (r < first || r >= first + g.visible - 1) scrollToRow(r);
+    select(e);
+  });
   window.addEventListener('resize', () => { sizeSpacer(); render(); });
   rowsEl.addEventListener('click', (ev) => {
     const row = ev.target.closest('.row');
@@ -550,7 +568,9 @@
     render();
   }
 
+  let ctxTarget = null;
   async function openContext(id) {
+    ctxTarget = id;
     state.ctx = true;
     state.sel = id;
     stepPos = id;
@@ -572,9 +592,18 @@
     $('context').hidden = true;
     writeHash();
     await resetList();
-    if (state.sel !== null) {
-      const row = await src.locate(state.filter, state.sel).catch(() => null);
-      if (row !== null && row !== undefined) { await loadPage(Math.floor(row / PAGE)); scrollToRow(row); }
+    // Back where the user left the filtered list: at the event opened in context.
+    const back = ctxTarget !== null ? ctxTarget : state.sel;
+    if (back !== null) {
+      const row = await src.locate(state.filter, back).catch(() => null);
+      if (row !== null && row !== undefined) {
+        await loadPage(Math.floor(row / PAGE));
+        scrollToRow(row);
+        state.sel = back;
+        writeHash();
+        showDetail(findLoaded(back));
+        render();
+      }
     }
   };
 

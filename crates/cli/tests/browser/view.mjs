@@ -81,6 +81,11 @@ try {
   out.context_ids = await page.$$eval('#rows .row[data-id]', (rs) => rs.map((r) => Number(r.dataset.id)));
   out.hash_in_context = await page.evaluate(() => location.hash);
   await shot('context');
+  // ↓ selects the next event of the whole trace.
+  await page.focus('#list');
+  await page.keyboard.press('ArrowDown');
+  await page.waitForFunction((id) => { const s = document.querySelector('#rows .row.sel'); return s && Number(s.dataset.id) !== id; }, target);
+  out.arrow_down = Number(await page.getAttribute('#rows .row.sel', 'data-id'));
 
   // Back, then a shared URL: the state comes back from the hash.
   await page.click('#back');
