@@ -26,10 +26,10 @@ const SOURCES: &[(&str, &str)] = &[
     ("Shop.java", include_str!("../java/vmbench/Shop.java")),
 ];
 
-/// Days the bundled workload simulates by default: about 0.3 s of work on
+/// Days the bundled workload simulates by default: about 0.25 s of work on
 /// JDK 17 on an idle 2-core machine, so that the default run (five rounds
 /// of every configuration) stays within about three minutes.
-pub const DEFAULT_DAYS: u32 = 80;
+pub const DEFAULT_DAYS: u32 = 60;
 
 /// What to run and what to trace in it.
 #[derive(Debug, Clone)]
