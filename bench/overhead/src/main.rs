@@ -95,6 +95,11 @@ struct Args {
     /// Keep the work directory (traces, recordings, outputs).
     #[arg(long)]
     keep: bool,
+    /// The agent's `buffer=` for every vmview row: large, so that no event
+    /// is dropped and each row pays for every event it traces (the agent's
+    /// own default, 64m, can drop events on a busy machine).
+    #[arg(long, value_name = "SIZE", default_value = "1g")]
+    agent_buffer: String,
     /// Kill a run that takes longer than this many seconds (a hung tracer);
     /// its configuration is then reported as failed.
     #[arg(long, value_name = "SECS", default_value_t = 180)]
@@ -324,9 +329,10 @@ fn measure_all(args: &Args, agent: &Path, vmview: &Path, work: &Path) -> anyhow:
                 Tracer::None => {}
                 Tracer::Vmview { .. } => {
                     let mut opts = format!(
-                        "file={},classes={},quiet",
+                        "file={},classes={},buffer={},quiet",
                         trace.display(),
-                        workload.classes
+                        workload.classes,
+                        args.agent_buffer
                     );
                     if let Some(o) = row.agent_options.as_deref().filter(|o| !o.is_empty()) {
                         opts = format!("{o},{opts}");
