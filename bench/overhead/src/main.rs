@@ -787,7 +787,8 @@ impl<'a> Report<'a> {
              jdk.MethodTrace events, of the first run; \
              ns/call work = extra work time (wall) over plain per traced call; \
              ns/call cpu = extra CPU time of the whole JVM (all threads: the agent's \
-             writer, JIT, GC) over plain per traced call.\n",
+             writer, JIT, GC) over plain per traced call. JFR runs Java code of its own \
+             before main, warming the JIT: its work time can be below plain's.\n",
         );
         o
     }
