@@ -296,7 +296,8 @@ impl EventSink for StatsBuilder {
             | EventKind::Catch { .. }
             | EventKind::MonitorWait { .. }
             | EventKind::MonitorWaited { .. }
-            | EventKind::GcStart => {}
+            | EventKind::GcStart
+            | EventKind::Sample { .. } => {}
         }
     }
 }

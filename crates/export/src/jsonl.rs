@@ -7,7 +7,8 @@
 //! Every line has `id` (number), `time_ns` (ns since trace start), `type`
 //! (`THREAD_START`, `THREAD_END`, `CLASS_LOAD`, `CALL`, `RETURN`, `THROW`,
 //! `CATCH`, `MONITOR_CONTENDED_ENTER`, `MONITOR_CONTENDED_ENTERED`,
-//! `MONITOR_WAIT`, `MONITOR_WAITED`, `GC_START`, `GC_FINISH`, `DROPPED`) and
+//! `MONITOR_WAIT`, `MONITOR_WAITED`, `GC_START`, `GC_FINISH`, `DROPPED`,
+//! `SAMPLE`) and
 //! `thread` (the thread's name; `thread-N` when the trace lost it). Then, by
 //! type (a key not listed for a type is absent):
 //!
@@ -25,6 +26,7 @@
 //! | MONITOR_WAITED | `monitor`, `timed_out`, `wait_ns` |
 //! | GC_FINISH | `duration_ns` |
 //! | DROPPED | `count` |
+//! | SAMPLE | `state` (`RUN`, `IO`, `WAIT`, `BLOCKED`, `SLEEP`), `stack` (frames top first: `{"class", "method", "line"}`, `line` `null` when unknown), `monitors` (`{"monitor", "depth"}`, depth 0 = top frame) |
 //!
 //! Names: `class`, `exception`, `catch_class` are dotted binary names
 //! (`shop.Inventory$Clerk`); `method` and `catch_method` are bare method
@@ -171,6 +173,25 @@ struct WireEvent<'a> {
     priority: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     group: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stack: Option<Vec<WireFrame<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    monitors: Option<Vec<WireHeld>>,
+}
+
+#[derive(Serialize)]
+struct WireFrame<'a> {
+    class: &'a str,
+    method: &'a str,
+    line: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct WireHeld {
+    monitor: String,
+    depth: u32,
 }
 
 #[derive(Serialize)]
@@ -339,6 +360,36 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
         EventKind::GcStart => {}
         EventKind::GcFinish { duration_ns } => w.duration_ns = Some(*duration_ns),
         EventKind::Dropped { count } => w.count = Some(*count),
+        EventKind::Sample {
+            state,
+            stack,
+            monitors,
+        } => {
+            w.state = Some(state.name());
+            let frames = syms.stack(*stack).map_or(&[][..], |s| s.frames.as_slice());
+            w.stack = Some(
+                frames
+                    .iter()
+                    .map(|(m, loc)| {
+                        let n = MethodNames::resolve(syms, *m);
+                        WireFrame {
+                            class: n.class,
+                            method: n.name,
+                            line: loc.line,
+                        }
+                    })
+                    .collect(),
+            );
+            w.monitors = Some(
+                monitors
+                    .iter()
+                    .map(|(m, depth)| WireHeld {
+                        monitor: monitor_name(syms, m),
+                        depth: *depth,
+                    })
+                    .collect(),
+            );
+        }
     }
     w
 }

@@ -618,6 +618,9 @@ impl<W: Write + Send> ParquetWriter<W> {
             }
             EventKind::GcFinish { duration_ns } => self.cols.duration_ns.set(*duration_ns as i64),
             EventKind::Dropped { count } => self.cols.count.set(*count as i64),
+            // The schema has no stack columns yet: a SAMPLE row carries its
+            // id, time, type and thread only.
+            EventKind::Sample { .. } => {}
         }
         self.rows += 1;
         self.pad();

@@ -218,6 +218,27 @@ fn fields(ev: &Event, syms: &SymbolTable) -> Vec<(&'static str, String)> {
         EventKind::GcStart => {}
         EventKind::GcFinish { duration_ns } => f.push(("DURATION", duration_display(*duration_ns))),
         EventKind::Dropped { count } => f.push(("COUNT", count.to_string())),
+        EventKind::Sample {
+            state,
+            stack,
+            monitors,
+        } => {
+            f.push(("STATE", state.name().to_string()));
+            match syms.stack(*stack) {
+                Some(st) => {
+                    for (m, loc) in &st.frames {
+                        f.push(("AT", site(syms, *m, loc)));
+                    }
+                }
+                None => f.push(("STACK", format!("unknown stack {}", stack.0))),
+            }
+            for (m, depth) in monitors {
+                f.push((
+                    "HOLDS",
+                    format!("{} at depth {depth}", monitor_name(syms, m)),
+                ));
+            }
+        }
     }
     f
 }

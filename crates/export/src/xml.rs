@@ -53,7 +53,7 @@ use vmview_format::{
     Event, EventKind, Loc, MethodId, Monitor, Outcome, SymbolTable, ThreadRef, TraceHeader, Value,
 };
 
-use crate::names::hash_hex;
+use crate::names::{hash_hex, MethodNames};
 use crate::EventWriter;
 
 /// The document type definition, embedded as the internal subset of every
@@ -318,6 +318,33 @@ fn render_event(b: &mut Vec<u8>, ev: &Event, syms: &SymbolTable) {
         }
         EventKind::GcFinish { duration_ns } => elem_num(b, "DURATION", *duration_ns),
         EventKind::Dropped { count } => elem_num(b, "COUNT", *count),
+        EventKind::Sample {
+            state,
+            stack,
+            monitors,
+        } => {
+            elem_text(b, "STATE", state.name());
+            if let Some(st) = syms.stack(*stack) {
+                for (m, loc) in &st.frames {
+                    let n = MethodNames::resolve(syms, *m);
+                    b.extend_from_slice(b"<FRAME CLASS=\"");
+                    push_class_attr(b, n.class);
+                    b.extend_from_slice(b"\" MTD=\"");
+                    push_attr(b, n.name);
+                    b.extend_from_slice(b"\" LOC=\"");
+                    push_fmt(b, format_args!("{}", loc.bci));
+                    if let Some(line) = loc.line {
+                        push_fmt(b, format_args!("\" LINE=\"{line}"));
+                    }
+                    b.extend_from_slice(b"\"/>");
+                }
+            }
+            for (m, depth) in monitors {
+                push_fmt(b, format_args!("<HELD DEPTH=\"{depth}\">"));
+                monitor_elem(b, m, syms);
+                b.extend_from_slice(b"</HELD>");
+            }
+        }
     }
     b.extend_from_slice(b"</");
     b.extend_from_slice(name.as_bytes());

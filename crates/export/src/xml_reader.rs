@@ -962,9 +962,13 @@ impl<R: BufRead> XmlTraceReader<R> {
             12 => EventKind::GcFinish {
                 duration_ns: self.num(C::Duration, "DURATION", at)?,
             },
-            _ => EventKind::Dropped {
+            13 => EventKind::Dropped {
                 count: self.num(C::Count, "COUNT", at)?,
             },
+            _ => return Err(err(
+                at,
+                "SAMPLE elements are written but not read back yet; convert the .vmv trace instead",
+            )),
         })
     }
 

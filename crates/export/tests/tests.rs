@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use vmview_export::ExportFormat;
 use vmview_format::{
-    Event, EventKind, Loc, MethodId, MethodSymbol, Monitor, Outcome, StringId, Symbol, SymbolTable,
-    ThreadRef, ThreadSymbol, Value,
+    Event, EventKind, Loc, MethodId, MethodSymbol, Monitor, Outcome, StackId, StackSymbol,
+    StringId, Symbol, SymbolTable, ThreadRef, ThreadState, ThreadSymbol, Value,
 };
 
 /// Interns strings for a hand-built trace.
@@ -102,6 +102,27 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
     let empty = b.s("");
     let boot = b.s("bootstrap");
     let object = b.s("java.lang.Object");
+    let sample_stack = StackId(0);
+    b.syms.insert(Symbol::Stack(StackSymbol {
+        id: sample_stack,
+        frames: vec![
+            (
+                check,
+                Loc {
+                    bci: 3,
+                    line: Some(41),
+                },
+            ),
+            (total, Loc { bci: 9, line: None }),
+            (
+                main_m,
+                Loc {
+                    bci: 20,
+                    line: Some(7),
+                },
+            ),
+        ],
+    }));
 
     let mut t = 0;
     let mut id = 0;
@@ -334,6 +355,20 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
             },
         ),
         ev(clerk, EventKind::Dropped { count: 42 }),
+        ev(
+            clerk,
+            EventKind::Sample {
+                state: ThreadState::Blocked,
+                stack: sample_stack,
+                monitors: vec![(
+                    Monitor {
+                        class: inventory,
+                        hash: 0xabc,
+                    },
+                    1,
+                )],
+            },
+        ),
         ev(ThreadRef(9), EventKind::ThreadEnd),
         ev(clerk, EventKind::ThreadEnd),
     ];
@@ -417,6 +452,7 @@ fn jsonl_keys_per_event_type() {
             "GC_START" => vec![],
             "GC_FINISH" => vec!["duration_ns"],
             "DROPPED" => vec!["count"],
+            "SAMPLE" => vec!["state", "stack", "monitors"],
             other => panic!("unexpected type {other}"),
         }
     };

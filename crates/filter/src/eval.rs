@@ -630,6 +630,7 @@ fn type_bit(ev: &Event) -> u16 {
         EventKind::GcStart => 11,
         EventKind::GcFinish { .. } => 12,
         EventKind::Dropped { .. } => 13,
+        EventKind::Sample { .. } => 14,
     };
     1 << i
 }

@@ -12,8 +12,8 @@ use std::collections::HashSet;
 use std::io::Write;
 
 use vmview_format::{
-    Event, EventKind, FormatError, MethodId, Outcome, StringId, Symbol, SymbolTable, ThreadRef,
-    TraceHeader, TraceWriter, Value,
+    Event, EventKind, FormatError, MethodId, Outcome, StackId, StringId, Symbol, SymbolTable,
+    ThreadRef, TraceHeader, TraceWriter, Value,
 };
 
 /// Handles already defined in the output.
@@ -52,6 +52,7 @@ pub struct SubsetWriter<W: Write> {
     strings: Defined,
     methods: Defined,
     threads: Defined,
+    stacks: Defined,
 }
 
 impl<W: Write> SubsetWriter<W> {
@@ -63,6 +64,7 @@ impl<W: Write> SubsetWriter<W> {
             strings: Defined::default(),
             methods: Defined::default(),
             threads: Defined::default(),
+            stacks: Defined::default(),
         })
     }
 
@@ -78,6 +80,14 @@ impl<W: Write> SubsetWriter<W> {
         match &ev.kind {
             EventKind::ThreadStart | EventKind::ThreadEnd | EventKind::GcStart => {}
             EventKind::GcFinish { .. } | EventKind::Dropped { .. } => {}
+            EventKind::Sample {
+                stack, monitors, ..
+            } => {
+                self.stack(*stack, syms);
+                for (m, _) in monitors {
+                    self.string(m.class, syms);
+                }
+            }
             EventKind::ClassLoad {
                 class,
                 loader,
@@ -177,6 +187,18 @@ impl<W: Write> SubsetWriter<W> {
                 self.string(*p, syms);
             }
             self.out.define(Symbol::Method(sym.clone()));
+        }
+    }
+
+    fn stack(&mut self, s: StackId, syms: &SymbolTable) {
+        if !self.stacks.insert(s.0) {
+            return;
+        }
+        if let Some(sym) = syms.stack(s) {
+            for (m, _) in &sym.frames {
+                self.method(*m, syms);
+            }
+            self.out.define(Symbol::Stack(sym.clone()));
         }
     }
 

@@ -11,8 +11,8 @@ use crate::state::Threads;
 use crate::varint::{Cursor, Malformed};
 use crate::wire::*;
 use crate::{
-    Event, EventKind, Loc, MethodId, MethodSymbol, Monitor, Outcome, StringId, Symbol, SymbolTable,
-    ThreadRef, ThreadSymbol, Value,
+    Event, EventKind, Loc, MethodId, MethodSymbol, Monitor, Outcome, StackId, StackSymbol,
+    StringId, Symbol, SymbolTable, ThreadRef, ThreadState, ThreadSymbol, Value,
 };
 
 const NO_THREAD: u32 = u32::MAX;
@@ -86,7 +86,7 @@ impl ChunkDecoder {
             }
             let tag = c.u8()?;
             let op = tag & OP_MASK;
-            if op <= OP_THREAD {
+            if op <= OP_THREAD || op == OP_STACK {
                 if tag != op {
                     return Err(Malformed {
                         offset: self.pos,
@@ -352,6 +352,30 @@ fn read_other_event(
             no_flag(c)?;
             EventKind::Dropped { count: c.u64()? }
         }
+        OP_SAMPLE => {
+            no_flag(c)?;
+            let state = match c.u8()? {
+                0 => ThreadState::Run,
+                1 => ThreadState::Io,
+                2 => ThreadState::Wait,
+                3 => ThreadState::Blocked,
+                4 => ThreadState::Sleep,
+                _ => return Err(c.err("a thread state code below 5")),
+            };
+            let stack = StackId(c.u32()?);
+            // Each monitor takes at least a class varint, 4 hash bytes and a depth.
+            let n = c.count(6)?;
+            let mut monitors = Vec::with_capacity(n.min(PREALLOC_LIMIT));
+            for _ in 0..n {
+                let m = read_monitor(c)?;
+                monitors.push((m, c.u32()?));
+            }
+            EventKind::Sample {
+                state,
+                stack,
+                monitors,
+            }
+        }
         _ => {
             return Err(Malformed {
                 offset: record_at,
@@ -476,6 +500,17 @@ fn read_symbol(c: &mut Cursor, op: u8) -> Result<Symbol, Malformed> {
                 param_names,
                 modifiers,
             })
+        }
+        OP_STACK => {
+            let id = StackId(c.u32()?);
+            // Each frame takes at least three varints.
+            let n = c.count(3)?;
+            let mut frames = Vec::with_capacity(n.min(PREALLOC_LIMIT));
+            for _ in 0..n {
+                let m = MethodId(c.u32()?);
+                frames.push((m, read_loc(c)?));
+            }
+            Symbol::Stack(StackSymbol { id, frames })
         }
         _ => {
             let id = c.u32()?;

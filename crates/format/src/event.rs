@@ -21,6 +21,54 @@ pub struct MethodId(pub u32);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ThreadRef(pub u32);
 
+/// Handle of an interned stack trace (see [`crate::StackSymbol`]): a
+/// SAMPLE names its stack by handle, so a stack seen again costs a varint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StackId(pub u32);
+
+/// What a sampled thread was doing, as the DYMON reactions analysis needs
+/// it: running, in an I/O call, waiting for something to happen, blocked on
+/// a monitor, or sleeping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ThreadState {
+    /// Runnable in Java or in native code other than a known I/O method.
+    Run,
+    /// Runnable in native code inside a known I/O method (socket or file
+    /// read/write, accept, select/poll/epoll).
+    Io,
+    /// `Object.wait`, `LockSupport.park` (queues, futures, conditions), `join`.
+    Wait,
+    /// Waiting to enter a monitor another thread holds.
+    Blocked,
+    /// `Thread.sleep`.
+    Sleep,
+}
+
+impl ThreadState {
+    /// Every state, in encoding order.
+    pub const ALL: [ThreadState; 5] = [
+        ThreadState::Run,
+        ThreadState::Io,
+        ThreadState::Wait,
+        ThreadState::Blocked,
+        ThreadState::Sleep,
+    ];
+    /// The name DESIGN.md and the exporters use: `RUN`, `IO` …
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadState::Run => "RUN",
+            ThreadState::Io => "IO",
+            ThreadState::Wait => "WAIT",
+            ThreadState::Blocked => "BLOCKED",
+            ThreadState::Sleep => "SLEEP",
+        }
+    }
+    /// Position in [`ThreadState::ALL`] (also the on-disk code).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// A place in a method: bytecode index plus source line when the class has a
 /// LineNumberTable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -181,6 +229,15 @@ pub enum EventKind {
     /// The producer dropped `count` events (buffer budget exceeded) since
     /// the previous `Dropped` record. Totals are in the trace statistics.
     Dropped { count: u64 },
+    /// A periodic stack sample of the thread.
+    Sample {
+        state: ThreadState,
+        /// The thread's stack, top frame first.
+        stack: StackId,
+        /// Monitors the thread held, each with the depth (0 = top frame)
+        /// of the frame that acquired it.
+        monitors: Vec<(Monitor, u32)>,
+    },
 }
 
 impl EventKind {
@@ -201,6 +258,7 @@ impl EventKind {
             EventKind::GcStart => "GC_START",
             EventKind::GcFinish { .. } => "GC_FINISH",
             EventKind::Dropped { .. } => "DROPPED",
+            EventKind::Sample { .. } => "SAMPLE",
         }
     }
 }
@@ -221,4 +279,5 @@ pub const EVENT_TYPE_NAMES: &[&str] = &[
     "GC_START",
     "GC_FINISH",
     "DROPPED",
+    "SAMPLE",
 ];

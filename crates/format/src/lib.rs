@@ -137,6 +137,7 @@ pub struct SymbolTable {
     strings: Slots<String>,
     methods: Slots<MethodSymbol>,
     threads: Slots<ThreadSymbol>,
+    stacks: Slots<StackSymbol>,
 }
 
 impl SymbolTable {
@@ -145,6 +146,7 @@ impl SymbolTable {
             Symbol::String { id, text } => self.strings.insert(id.0, text),
             Symbol::Method(m) => self.methods.insert(m.id.0, m),
             Symbol::Thread(t) => self.threads.insert(t.id.0, t),
+            Symbol::Stack(s) => self.stacks.insert(s.id.0, s),
         }
     }
     /// The string, or `"?"` when the trace never defined it (damaged chunk).
@@ -153,6 +155,9 @@ impl SymbolTable {
     }
     pub fn method(&self, id: MethodId) -> Option<&MethodSymbol> {
         self.methods.get(id.0)
+    }
+    pub fn stack(&self, id: StackId) -> Option<&StackSymbol> {
+        self.stacks.get(id.0)
     }
     pub fn thread(&self, id: ThreadRef) -> Option<&ThreadSymbol> {
         self.threads.get(id.0)

@@ -1,7 +1,7 @@
 //! Symbol records (the IBM patents' "correlation records"): the names that
 //! events refer to by handle, and the table that resolves them.
 
-use crate::event::{MethodId, StringId, ThreadRef};
+use crate::event::{Loc, MethodId, StackId, StringId, ThreadRef};
 
 /// A method: its class, name, JVM descriptor and parameter names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,10 +32,19 @@ pub struct ThreadSymbol {
     pub daemon: bool,
 }
 
+/// A stack trace, interned once so that samples refer to it by handle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackSymbol {
+    pub id: StackId,
+    /// Frames, top (innermost) first, stack base last.
+    pub frames: Vec<(MethodId, Loc)>,
+}
+
 /// One symbol record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Symbol {
     String { id: StringId, text: String },
     Method(MethodSymbol),
     Thread(ThreadSymbol),
+    Stack(StackSymbol),
 }

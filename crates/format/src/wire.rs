@@ -79,6 +79,11 @@ pub const OP_MONITOR_WAITED: u8 = 13;
 pub const OP_GC_START: u8 = 14;
 pub const OP_GC_FINISH: u8 = 15;
 pub const OP_DROPPED: u8 = 16;
+/// A SAMPLE event: state byte, stack handle, monitor count, monitors with depths.
+pub const OP_SAMPLE: u8 = 17;
+/// A stack symbol record (added after version 1's first release: older
+/// readers reject a chunk holding one as "a known record type").
+pub const OP_STACK: u8 = 18;
 
 // CALL extras byte.
 /// Depth differs from the expected one: zigzag(depth - expected) follows.

@@ -19,8 +19,8 @@ use crate::state::Threads;
 use crate::varint::{put_i64, put_str, put_u64};
 use crate::wire::*;
 use crate::{
-    ChunkInfo, Event, EventKind, FormatError, Loc, MethodId, Monitor, Outcome, StringId, Symbol,
-    ThreadRef, TraceHeader, Value,
+    ChunkInfo, Event, EventKind, FormatError, Loc, MethodId, Monitor, Outcome, StackId, StringId,
+    Symbol, ThreadRef, TraceHeader, Value,
 };
 
 /// "No thread yet in this chunk": never a valid handle (handles are below
@@ -54,6 +54,8 @@ struct Defs {
     strings: Slots<Def>,
     methods: Slots<Def>,
     threads: Slots<Def>,
+    /// Stack records; their `deps` are method handles, not strings.
+    stacks: Slots<Def>,
 }
 
 fn undefined(kind: &str, id: u32) -> FormatError {
@@ -91,6 +93,22 @@ impl Defs {
         }
     }
 
+    fn stack(&mut self, id: StackId, gen: u32, buf: &mut Vec<u8>) -> Result<(), FormatError> {
+        let methods = match self.stacks.get(id.0) {
+            Some(d) if d.emitted == gen => return Ok(()),
+            Some(d) => d.deps.clone(),
+            None => return Err(undefined("stack", id.0)),
+        };
+        for m in methods.iter() {
+            self.method(MethodId(*m), gen, buf)?;
+        }
+        if let Some(d) = self.stacks.get_mut(id.0) {
+            buf.extend_from_slice(&d.record);
+            d.emitted = gen;
+        }
+        Ok(())
+    }
+
     fn value(
         &mut self,
         v: &Value,
@@ -119,6 +137,7 @@ impl Defs {
         self.strings.for_each_mut(|d| d.emitted = 0);
         self.methods.for_each_mut(|d| d.emitted = 0);
         self.threads.for_each_mut(|d| d.emitted = 0);
+        self.stacks.for_each_mut(|d| d.emitted = 0);
     }
 }
 
@@ -281,6 +300,20 @@ impl<W: Write> TraceWriter<W> {
                 self.defs
                     .threads
                     .insert(t.id.0, Def::new(rec, vec![t.name.0, t.group.0]));
+            }
+            Symbol::Stack(st) => {
+                rec.push(OP_STACK);
+                put_u64(&mut rec, u64::from(st.id.0));
+                put_u64(&mut rec, st.frames.len() as u64);
+                let mut deps = Vec::with_capacity(st.frames.len());
+                for (m, loc) in &st.frames {
+                    put_u64(&mut rec, u64::from(m.0));
+                    put_loc(&mut rec, loc);
+                    if !deps.contains(&m.0) {
+                        deps.push(m.0);
+                    }
+                }
+                self.defs.stacks.insert(st.id.0, Def::new(rec, deps));
             }
         }
     }
@@ -521,6 +554,20 @@ impl<W: Write> TraceWriter<W> {
                 head(buf, OP_DROPPED);
                 put_u64(buf, *count);
             }
+            EventKind::Sample {
+                state,
+                stack,
+                monitors,
+            } => {
+                head(buf, OP_SAMPLE);
+                buf.push(state.index() as u8);
+                put_u64(buf, u64::from(stack.0));
+                put_u64(buf, monitors.len() as u64);
+                for (m, depth) in monitors {
+                    put_monitor(buf, m);
+                    put_u64(buf, u64::from(*depth));
+                }
+            }
         }
 
         self.cur_thread = t;
@@ -607,6 +654,14 @@ impl<W: Write> TraceWriter<W> {
             EventKind::MonitorContendedEntered { monitor, .. }
             | EventKind::MonitorWait { monitor, .. }
             | EventKind::MonitorWaited { monitor, .. } => d.string(monitor.class, gen, buf)?,
+            EventKind::Sample {
+                stack, monitors, ..
+            } => {
+                d.stack(*stack, gen, buf)?;
+                for (m, _) in monitors {
+                    d.string(m.class, gen, buf)?;
+                }
+            }
         }
         Ok(())
     }

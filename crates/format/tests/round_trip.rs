@@ -278,3 +278,30 @@ fn redefining_a_symbol_takes_effect_in_the_next_chunk_that_uses_it() {
     r.next_event().expect("event 2");
     assert_eq!(r.symbols().thread_name(T_MAIN), "main-renamed");
 }
+
+#[test]
+fn a_repeated_stack_costs_a_few_bytes_per_sample() {
+    // SAMPLE events name their stack by handle, so the frames are written
+    // once per chunk, not once per sample.
+    let events: Vec<Event> = (0..1000u64)
+        .map(|i| Event {
+            id: i,
+            time_ns: i * 10_000_000,
+            thread: T_WORKER,
+            kind: EventKind::Sample {
+                state: ThreadState::Run,
+                stack: STACK_WORKER,
+                monitors: vec![],
+            },
+        })
+        .collect();
+    let bytes = write(&symbols(), &events, DEFAULT_CHUNK_BYTES);
+    let (back, diags, syms) = read(&bytes);
+    assert_eq!(diags, vec![]);
+    assert_eq!(back, events);
+    assert_eq!(syms.stack(STACK_WORKER).map(|s| s.frames.len()), Some(3));
+    // Tag, a 4-byte time delta (10 ms), state, stack handle, monitor count:
+    // 8 bytes, plus the file header and the one stack record spread out.
+    let per_sample = bytes.len() as f64 / 1000.0;
+    assert!(per_sample < 9.0, "{per_sample} bytes per sample");
+}

@@ -102,8 +102,38 @@ pub fn symbols() -> Vec<Symbol> {
         priority: -3,
         daemon: true,
     }));
+    v.push(Symbol::Stack(StackSymbol {
+        id: STACK_WORKER,
+        frames: vec![
+            (
+                M_ADD,
+                Loc {
+                    bci: 17,
+                    line: Some(42),
+                },
+            ),
+            (
+                M_MAIN,
+                Loc {
+                    bci: -1,
+                    line: None,
+                },
+            ),
+            (
+                M_ADD,
+                Loc {
+                    bci: 0,
+                    line: Some(u32::MAX),
+                },
+            ),
+        ],
+    }));
     v
 }
+
+/// A stack that only SAMPLE events use (the writer must bring its
+/// methods into each chunk along with it).
+pub const STACK_WORKER: StackId = StackId(3);
 
 /// One value of every variant, extremes included.
 pub fn all_values() -> Vec<Value> {
@@ -301,6 +331,22 @@ pub fn all_kinds() -> Vec<Event> {
             },
         ),
         (T_WORKER, EventKind::Dropped { count: 77 }),
+        (
+            T_WORKER,
+            EventKind::Sample {
+                state: ThreadState::Io,
+                stack: STACK_WORKER,
+                monitors: vec![(mon, 0), (mon, u32::MAX)],
+            },
+        ),
+        (
+            T_MAIN,
+            EventKind::Sample {
+                state: ThreadState::Sleep,
+                stack: STACK_WORKER,
+                monitors: vec![],
+            },
+        ),
         (
             T_WORKER,
             EventKind::Return {
