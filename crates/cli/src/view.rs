@@ -39,12 +39,12 @@ pub struct ViewArgs {
 }
 
 pub fn run(args: &ViewArgs) -> anyhow::Result<ExitCode> {
-    let reader = trace::open(&args.trace)?;
+    let mut reader = trace::open(&args.trace)?;
     let title = args.trace.file_name().map_or_else(
         || args.trace.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let html = match report_html(reader, &title, args.max_events) {
+    let html = match report_html(&mut reader, &title, args.max_events) {
         Ok(h) => h,
         Err(ReportError::TooLarge { events, max }) => {
             return Err(hinted(
@@ -58,6 +58,8 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", args.trace.display())),
     };
+    let events = reader.index().map_or(0, |i| i.event_count());
+    trace::warn_diagnostics(reader.diagnostics(), events);
     let out = args
         .output
         .clone()

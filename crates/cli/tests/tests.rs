@@ -7,6 +7,7 @@ mod support;
 mod bci;
 mod dataflow;
 mod errors;
+mod faults;
 mod filter;
 mod formats;
 mod recording;

@@ -58,9 +58,10 @@ impl From<io::Error> for ReportError {
 }
 
 /// Reads the trace `reader` (titled `title`) and returns the report's HTML;
-/// refuses more than `max_events` events.
+/// refuses more than `max_events` events. The reader is borrowed so the
+/// caller can report its diagnostics (a truncated trace) afterwards.
 pub fn report_html(
-    mut reader: TraceReader<BufReader<File>>,
+    reader: &mut TraceReader<BufReader<File>>,
     title: &str,
     max_events: u64,
 ) -> Result<String, ReportError> {
