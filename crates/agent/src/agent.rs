@@ -217,6 +217,7 @@ struct Plan {
     locks: bool,
     gc: bool,
     classes: bool,
+    samples: bool,
 }
 
 impl Plan {
@@ -233,6 +234,7 @@ impl Plan {
             locks: o.events.contains(EventGroup::Locks),
             gc: o.events.contains(EventGroup::Gc),
             classes: o.events.contains(EventGroup::Classes),
+            samples: o.events.contains(EventGroup::Samples),
         }
     }
 }
@@ -263,6 +265,9 @@ fn capabilities(o: &AgentOptions, capture: &dyn CallCapture) -> sys::jvmtiCapabi
     }
     if plan.classes {
         caps.set_can_get_source_file_name(1);
+    }
+    if plan.samples {
+        caps.set_can_get_line_numbers(1);
     }
     caps
 }
@@ -357,11 +362,16 @@ impl Agent {
                 self.problems.capture(|| err);
             }
         }
+        if plan.samples {
+            crate::sampler::start(self, jni);
+        }
     }
 
     /// VMDeath or unload: stop events, let the writer drain everything and
     /// finish the file, report problems once.
     pub fn stop_recording(&self) {
+        // Before the writer's last drain, so no SAMPLE comes after it.
+        crate::sampler::stop();
         if self.phase.swap(STOPPED, Ordering::AcqRel) == LIVE {
             self.capture.stop(self.jvmti);
             for e in ALL_EVENTS {

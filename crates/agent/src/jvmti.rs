@@ -316,6 +316,36 @@ impl Jvmti {
         Ok((method, loc))
     }
 
+    /// Every live thread's stack, at most `max_depth` frames each, taken
+    /// at one safepoint. The thread references are local references of
+    /// the calling thread: call inside [`Jni::with_local_frame`].
+    pub fn all_stack_traces(self, max_depth: i32) -> Result<AllStackTraces> {
+        let (mut p, mut n) = (ptr::null_mut(), 0);
+        call!(self.0, GetAllStackTraces, max_depth, &mut p, &mut n)?;
+        Ok(AllStackTraces {
+            env: self,
+            ptr: p,
+            len: n.max(0) as usize,
+        })
+    }
+
+    /// Starts `proc_` on `thread` (a fresh `java.lang.Thread`) as a JVMTI
+    /// agent thread: a daemon the JVM does not wait for.
+    pub fn run_agent_thread(
+        self,
+        thread: sys::jthread,
+        proc_: sys::jvmtiStartFunction,
+    ) -> Result<()> {
+        call!(
+            self.0,
+            RunAgentThread,
+            thread,
+            proc_,
+            ptr::null(),
+            sys::JVMTI_THREAD_NORM_PRIORITY as sys::jint
+        )
+    }
+
     pub fn local_int(self, thread: sys::jthread, depth: i32, slot: i32) -> Result<i32> {
         let mut v = 0;
         call!(self.0, GetLocalInt, thread, depth, slot, &mut v)?;
@@ -438,6 +468,50 @@ impl Jvmti {
 
     pub fn set_tag(self, object: sys::jobject, tag: i64) -> Result<()> {
         call!(self.0, SetTag, object, tag)
+    }
+}
+
+/// The result of `GetAllStackTraces`: one JVMTI allocation, freed on drop.
+pub struct AllStackTraces {
+    env: Jvmti,
+    ptr: *mut sys::jvmtiStackInfo,
+    len: usize,
+}
+
+/// One thread's entry in [`AllStackTraces`].
+pub struct StackTrace<'a> {
+    pub thread: sys::jthread,
+    /// JVMTI thread state bits (`JVMTI_THREAD_STATE_*`).
+    pub state: u32,
+    /// Frames, top first.
+    pub frames: &'a [sys::jvmtiFrameInfo],
+}
+
+impl AllStackTraces {
+    pub fn iter(&self) -> impl Iterator<Item = StackTrace<'_>> {
+        let infos: &[sys::jvmtiStackInfo] = if self.ptr.is_null() {
+            &[]
+        } else {
+            // SAFETY: JVMTI returned `len` initialised entries, alive until
+            // `self` deallocates them.
+            unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+        };
+        infos.iter().map(|i| StackTrace {
+            thread: i.thread,
+            state: i.state as u32,
+            frames: if i.frame_buffer.is_null() || i.frame_count <= 0 {
+                &[]
+            } else {
+                // SAFETY: the frame buffers live in the same allocation.
+                unsafe { std::slice::from_raw_parts(i.frame_buffer, i.frame_count as usize) }
+            },
+        })
+    }
+}
+
+impl Drop for AllStackTraces {
+    fn drop(&mut self) {
+        self.env.deallocate(self.ptr);
     }
 }
 
@@ -592,6 +666,36 @@ impl Jni {
         );
         self.clear_exception();
         rc == Some(sys::JNI_OK)
+    }
+
+    /// A new, unstarted `java.lang.Thread` named `name`, for
+    /// [`Jvmti::run_agent_thread`]; null (exception cleared) on failure.
+    pub fn new_thread(self, name: &CStr) -> LocalRef {
+        let class = self.find_class(c"java/lang/Thread");
+        if class.is_null() {
+            return LocalRef::new(self, ptr::null_mut());
+        }
+        let init = jni!(
+            self.0,
+            GetMethodID,
+            class.get(),
+            c"<init>".as_ptr(),
+            c"(Ljava/lang/String;)V".as_ptr()
+        )
+        .unwrap_or(ptr::null_mut());
+        self.clear_exception();
+        let jname = LocalRef::new(
+            self,
+            jni!(self.0, NewStringUTF, name.as_ptr()).unwrap_or(ptr::null_mut()),
+        );
+        if init.is_null() || jname.is_null() {
+            self.clear_exception();
+            return LocalRef::new(self, ptr::null_mut());
+        }
+        let arg = sys::jvalue { l: jname.get() };
+        let t = jni!(self.0, NewObjectA, class.get(), init, &arg).unwrap_or(ptr::null_mut());
+        self.clear_exception();
+        LocalRef::new(self, t)
     }
 
     pub fn delete_local_ref(self, r: sys::jobject) {

@@ -20,7 +20,8 @@
 //! Code map: [`sys`] (generated bindings), [`jvmti`] (wrappers), [`agent`]
 //! (global state and lifecycle), [`callbacks`], [`capture`], [`methods`]
 //! (jmethodID cache), [`classes`], [`values`], [`threads`], [`symbols`],
-//! [`buffers`], [`writer`], [`problems`], [`clock`].
+//! [`buffers`], [`writer`], [`sampler`] (SAMPLE events), [`problems`],
+//! [`clock`].
 
 mod agent;
 mod buffers;
@@ -31,6 +32,7 @@ mod clock;
 mod jvmti;
 mod methods;
 mod problems;
+mod sampler;
 mod symbols;
 #[rustfmt::skip]
 mod sys;

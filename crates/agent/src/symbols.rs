@@ -77,6 +77,12 @@ impl Symbols {
         self.lock().pending.push(Symbol::Thread(sym));
     }
 
+    /// Queues a symbol its producer numbered itself (a stack the sampler
+    /// interned). Define it before pushing an event that uses it.
+    pub fn define(&self, sym: Symbol) {
+        self.lock().pending.push(sym);
+    }
+
     /// Moves the symbols defined since the last call into `out`, in
     /// definition order.
     pub fn drain_pending(&self, out: &mut Vec<Symbol>) {

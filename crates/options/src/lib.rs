@@ -98,7 +98,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "events",
         value: Some("LIST"),
         default: Some("calls+exceptions+threads+locks+gc"),
-        help: "events to record, '+'-separated: calls, exceptions, threads, classes, locks, gc (or all, default)",
+        help: "events to record, '+'-separated: calls, exceptions, threads, classes, locks, gc, samples (or all = all but samples, default)",
         apply: |o, v| {
             o.events = EventSet::parse(v)?;
             Ok(())
@@ -181,6 +181,30 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "interval",
+        value: Some("DURATION"),
+        default: Some("10ms"),
+        help: "time between two stack samples of every thread with events=...+samples (ns, us, ms, s)",
+        apply: |o, v| {
+            let d = parse_duration(v)?;
+            if d < Duration::from_micros(100) {
+                return Err(format!("'{v}' is too short (at least 100us)"));
+            }
+            o.interval = d;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "io",
+        value: Some("GLOBS"),
+        default: None,
+        help: "more Class.method globs that count as I/O when a sampled thread runs native code in them (adds to the built-in list)",
+        apply: |o, v| {
+            o.io = ClassFilter::parse(v).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "quiet",
         value: None,
         default: None,
@@ -223,6 +247,10 @@ pub struct AgentOptions {
     pub buffer: u64,
     /// Longest interval between two chunk flushes.
     pub flush: Duration,
+    /// Time between two stack samples (with [`EventGroup::Samples`]).
+    pub interval: Duration,
+    /// Extra `Class.method` globs whose native frames count as I/O.
+    pub io: ClassFilter,
     pub quiet: bool,
 }
 
@@ -239,6 +267,8 @@ impl Default for AgentOptions {
             strings: 256,
             buffer: 64 << 20,
             flush: Duration::from_secs(1),
+            interval: Duration::from_millis(10),
+            io: ClassFilter::default(),
             quiet: false,
         }
     }
@@ -355,16 +385,20 @@ pub enum EventGroup {
     Locks,
     /// GC_START and GC_FINISH.
     Gc,
+    /// SAMPLE: every thread's stack and state each `interval`. Not in
+    /// `default` nor `all`: sampling is a mode of its own (reactions).
+    Samples,
 }
 
 impl EventGroup {
-    pub const ALL: [EventGroup; 6] = [
+    pub const ALL: [EventGroup; 7] = [
         EventGroup::Calls,
         EventGroup::Exceptions,
         EventGroup::Threads,
         EventGroup::Classes,
         EventGroup::Locks,
         EventGroup::Gc,
+        EventGroup::Samples,
     ];
 
     /// The name used in `events=`.
@@ -376,6 +410,7 @@ impl EventGroup {
             EventGroup::Classes => "classes",
             EventGroup::Locks => "locks",
             EventGroup::Gc => "gc",
+            EventGroup::Samples => "samples",
         }
     }
 
@@ -397,6 +432,7 @@ impl EventSet {
     /// Everything but `classes`: a Hello World traced with `classes=Hello`
     /// stays a handful of events instead of hundreds of class loads.
     pub const DEFAULT: EventSet = EventSet(0b11_0111);
+    /// Every group but `samples`.
     pub const ALL: EventSet = EventSet(0b11_1111);
 
     pub fn contains(self, g: EventGroup) -> bool {

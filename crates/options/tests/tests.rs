@@ -109,7 +109,7 @@ fn comma_separated_events_get_a_hint_about_plus() {
 #[test]
 fn bad_values_name_the_option_and_what_is_accepted() {
     let e = error("events=cals");
-    assert_eq!(e, "events: unknown event 'cals' (known: calls, exceptions, threads, classes, locks, gc, all, default)");
+    assert_eq!(e, "events: unknown event 'cals' (known: calls, exceptions, threads, classes, locks, gc, samples, all, default)");
     assert_eq!(
         error("exceptions=some"),
         "exceptions: expected 'traced' or 'all', got 'some'"
@@ -225,4 +225,21 @@ fn mode_and_args_default_to_bytecode_instrumentation_with_values() {
     assert!(e.contains("mode") && e.contains("'bci' or 'jvmti'"), "{e}");
     let e = error("args=maybe");
     assert!(e.starts_with("args:"), "{e}");
+}
+
+#[test]
+fn samples_are_off_by_default_and_interval_and_io_parse() {
+    let o = AgentOptions::parse("").unwrap();
+    assert!(!o.events.contains(EventGroup::Samples));
+    assert!(!AgentOptions::parse("events=all")
+        .unwrap()
+        .events
+        .contains(EventGroup::Samples));
+    assert_eq!(o.interval, std::time::Duration::from_millis(10));
+    let o =
+        AgentOptions::parse("events=samples,interval=5ms,io=com.acme.Db.query+org.x.*").unwrap();
+    assert!(o.events.contains(EventGroup::Samples));
+    assert_eq!(o.interval, std::time::Duration::from_millis(5));
+    assert!(o.io.matches("org.x.Net.read"));
+    assert!(error("interval=10us").contains("too short"));
 }

@@ -1,0 +1,371 @@
+//! The stack sampler (`events=…+samples`, `interval=`): every interval, one
+//! `GetAllStackTraces` and one SAMPLE event per live Java thread with its
+//! stack and what it was doing (RUN, IO, WAIT, BLOCKED, SLEEP).
+//!
+//! Why this shape: the DYMON reactions analysis needs cheap, fixed-overhead
+//! samples of *all* threads, and one whole-JVM walk costs one safepoint per
+//! tick where per-thread walks would cost one per thread. The sampler is a
+//! JVMTI agent thread (a Java daemon thread running native code, started at
+//! VMInit and stopped and joined at VMDeath), so it holds a JNIEnv for the
+//! thread references and method lookups. Frame names are cached by
+//! jmethodID (an uncached lookup costs 1–2 µs per frame) and stacks are
+//! interned, so a stack seen again costs its handle only.
+//!
+//! "IO" is not a JVMTI state: a runnable thread in native code is IO when
+//! one of its top frames is a known I/O method ([`BUILTIN_IO`], plus the
+//! `io=` globs), else RUN.
+
+use crate::agent::{self, Agent};
+use crate::buffers::ThreadBuffer;
+use crate::clock;
+use crate::jvmti::{Jni, StackTrace};
+use crate::methods::{MethodInfo, PtrMap};
+use crate::sys;
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use vmview_format::{Event, EventKind, Loc, MethodId, StackId, StackSymbol, Symbol, ThreadState};
+use vmview_options::ClassFilter;
+
+/// Deepest stack recorded; deeper frames (towards the base) are cut.
+pub const MAX_DEPTH: i32 = 64;
+/// How many top frames are searched for an I/O method: the native call
+/// sits under a few JDK wrappers at most (`Net.poll` under `park`).
+const IO_SEARCH_DEPTH: usize = 4;
+/// How long VMDeath waits for the sampler to finish its tick.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Native `Class.method` globs that count as I/O: socket and file reads
+/// and writes, accept and connect, NIO select/poll/epoll. `io=` adds more.
+pub const BUILTIN_IO: &[&str] = &[
+    "java.net.SocketInputStream.socketRead0",
+    "java.net.SocketOutputStream.socketWrite0",
+    "java.net.PlainSocketImpl.socketAccept",
+    "java.net.PlainSocketImpl.accept0",
+    "java.net.PlainDatagramSocketImpl.receive0",
+    "java.io.FileInputStream.readBytes",
+    "java.io.FileInputStream.read0",
+    "java.io.FileOutputStream.writeBytes",
+    "java.io.FileOutputStream.write",
+    "java.io.RandomAccessFile.readBytes",
+    "java.io.RandomAccessFile.read0",
+    "java.io.RandomAccessFile.writeBytes",
+    "sun.nio.ch.*.read0",
+    "sun.nio.ch.*.readv0",
+    "sun.nio.ch.*.pread0",
+    "sun.nio.ch.*.write0",
+    "sun.nio.ch.*.writev0",
+    "sun.nio.ch.*.pwrite0",
+    "sun.nio.ch.*.accept0",
+    "sun.nio.ch.*.receive0",
+    "sun.nio.ch.*.send0",
+    "sun.nio.ch.*.transferTo0",
+    "sun.nio.ch.Net.poll",
+    "sun.nio.ch.Net.pollConnect",
+    "sun.nio.ch.Net.accept",
+    "sun.nio.ch.Net.connect0",
+    "sun.nio.ch.EPoll.wait",
+    "sun.nio.ch.KQueue.poll",
+];
+
+/// Stop flag and "has exited" flag, shared with the agent thread.
+#[derive(Default)]
+struct Control {
+    state: Mutex<(bool, bool)>,
+    wake: Condvar,
+}
+
+static CONTROL: OnceLock<Control> = OnceLock::new();
+
+/// Starts the sampler thread (at VMInit). Problems are counted, never fatal.
+pub fn start(agent: &Agent, jni: Jni) {
+    if CONTROL.set(Control::default()).is_err() {
+        return;
+    }
+    let thread = jni.new_thread(c"vmview-sampler");
+    if thread.is_null() {
+        agent
+            .problems
+            .capture(|| "cannot create the sampler's java.lang.Thread".to_string());
+        mark_exited();
+        return;
+    }
+    if let Err(e) = agent
+        .jvmti
+        .run_agent_thread(thread.get(), Some(sampler_main))
+    {
+        agent.problems.jvmti(e);
+        mark_exited();
+    }
+}
+
+/// Stops the sampler and waits (bounded) until it has left its loop, so no
+/// SAMPLE is pushed after the writer's last drain.
+pub fn stop() {
+    let Some(c) = CONTROL.get() else { return };
+    let mut st = c.state.lock().unwrap_or_else(|e| e.into_inner());
+    st.0 = true;
+    c.wake.notify_all();
+    let deadline = Instant::now() + JOIN_TIMEOUT;
+    while !st.1 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        st = c
+            .wake
+            .wait_timeout(st, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+fn mark_exited() {
+    if let Some(c) = CONTROL.get() {
+        c.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        c.wake.notify_all();
+    }
+}
+
+unsafe extern "C" fn sampler_main(
+    _jvmti: *mut sys::jvmtiEnv,
+    jni: *mut sys::JNIEnv,
+    _arg: *mut std::ffi::c_void,
+) {
+    agent::guard("sampler thread", || {
+        if let (Some(agent), false) = (agent::get(), jni.is_null()) {
+            // SAFETY: the JVM hands the agent thread its own JNIEnv.
+            let jni = unsafe { Jni::new(jni) };
+            Sampler::new(agent).run(jni);
+        }
+    });
+    mark_exited();
+}
+
+/// What the sampler keeps per jmethodID.
+struct Frame {
+    id: MethodId,
+    info: Arc<MethodInfo>,
+    io: bool,
+}
+
+struct Sampler {
+    agent: &'static Agent,
+    buffer: Arc<ThreadBuffer>,
+    io: ClassFilter,
+    frames: PtrMap<Frame>,
+    stacks: HashMap<Box<[(MethodId, Loc)]>, StackId>,
+    next_stack: u32,
+    /// Reused per thread per tick.
+    scratch: Vec<(MethodId, Loc)>,
+}
+
+impl Sampler {
+    fn new(agent: &'static Agent) -> Sampler {
+        let extra = agent.options.io.patterns().to_vec();
+        let io = ClassFilter::new(
+            BUILTIN_IO
+                .iter()
+                .copied()
+                .chain(extra.iter().map(String::as_str)),
+        )
+        .unwrap_or_default();
+        Sampler {
+            agent,
+            buffer: agent.buffers.register(),
+            io,
+            frames: PtrMap::default(),
+            stacks: HashMap::new(),
+            next_stack: 0,
+            scratch: Vec::with_capacity(MAX_DEPTH as usize),
+        }
+    }
+
+    fn run(&mut self, jni: Jni) {
+        let Some(c) = CONTROL.get() else { return };
+        let interval = self.agent.options.interval;
+        let mut next = Instant::now() + interval;
+        loop {
+            {
+                let mut st = c.state.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if st.0 {
+                        return;
+                    }
+                    let left = next.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    st = c
+                        .wake
+                        .wait_timeout(st, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+            if agent::live().is_none() {
+                return;
+            }
+            jni.with_local_frame(512, || self.tick(jni));
+            // A tick that overran starts the next period now, not in a burst.
+            next = (next + interval).max(Instant::now());
+        }
+    }
+
+    fn tick(&mut self, jni: Jni) {
+        let traces = match self.agent.jvmti.all_stack_traces(MAX_DEPTH) {
+            Ok(t) => t,
+            Err(e) => {
+                self.agent.problems.jvmti(e);
+                return;
+            }
+        };
+        let now = clock::now_ns();
+        for t in traces.iter() {
+            // No Java frame: the sampler itself, or a thread just starting.
+            if t.frames.is_empty() || t.state & sys::JVMTI_THREAD_STATE_ALIVE == 0 {
+                continue;
+            }
+            self.sample(jni, &t, now);
+        }
+    }
+
+    fn sample(&mut self, jni: Jni, t: &StackTrace<'_>, now: u64) {
+        let agent = self.agent;
+        self.scratch.clear();
+        let mut io = false;
+        for (i, f) in t.frames.iter().enumerate() {
+            let frame = self.frame(jni, f.method);
+            io |= i < IO_SEARCH_DEPTH && frame.io;
+            let loc = frame.info.loc(agent, f.method, f.location);
+            let id = frame.id;
+            self.scratch.push((id, loc));
+        }
+        let state = classify(t.state, io);
+        let stack = self.intern_stack();
+        let thread = agent.threads.thread_ref(agent, jni, t.thread);
+        agent.buffers.push(
+            &self.buffer,
+            Event {
+                id: 0,
+                time_ns: now,
+                thread,
+                kind: EventKind::Sample {
+                    state,
+                    stack,
+                    monitors: Vec::new(),
+                },
+            },
+        );
+    }
+
+    fn frame(&mut self, jni: Jni, method: sys::jmethodID) -> &Frame {
+        let agent = self.agent;
+        let io = &self.io;
+        self.frames.entry(method as usize).or_insert_with(|| {
+            let info = agent.methods.get(agent, jni, method);
+            let id = info.symbol(agent, jni, method);
+            let io = info.native && io.matches(&qualified_name(agent, jni, method));
+            Frame { id, info, io }
+        })
+    }
+
+    /// The handle of the stack in `scratch`, defining its symbol (before
+    /// any event uses it) on first sight.
+    fn intern_stack(&mut self) -> StackId {
+        if let Some(id) = self.stacks.get(self.scratch.as_slice()) {
+            return *id;
+        }
+        let id = StackId(self.next_stack);
+        self.next_stack += 1;
+        let frames: Box<[(MethodId, Loc)]> = self.scratch.as_slice().into();
+        self.agent.symbols.define(Symbol::Stack(StackSymbol {
+            id,
+            frames: frames.to_vec(),
+        }));
+        self.stacks.insert(frames, id);
+        id
+    }
+}
+
+/// `java.net.SocketInputStream.socketRead0`, for matching against the
+/// I/O globs (once per jmethodID).
+fn qualified_name(agent: &Agent, jni: Jni, method: sys::jmethodID) -> String {
+    let j = agent.jvmti;
+    let class = j
+        .method_declaring_class(jni, method)
+        .and_then(|c| j.class_signature(c.get()))
+        .map(|sig| {
+            sig.trim_start_matches('L')
+                .trim_end_matches(';')
+                .replace('/', ".")
+        })
+        .unwrap_or_default();
+    let name = j.method_name(method).map(|(n, _)| n).unwrap_or_default();
+    format!("{class}.{name}")
+}
+
+/// The sample state from JVMTI thread state bits and whether a top frame
+/// is a native I/O method.
+pub fn classify(bits: u32, in_io_method: bool) -> ThreadState {
+    if bits & sys::JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER != 0 {
+        ThreadState::Blocked
+    } else if bits & sys::JVMTI_THREAD_STATE_SLEEPING != 0 {
+        ThreadState::Sleep
+    } else if bits & sys::JVMTI_THREAD_STATE_WAITING != 0 {
+        ThreadState::Wait
+    } else if in_io_method && bits & sys::JVMTI_THREAD_STATE_IN_NATIVE != 0 {
+        ThreadState::Io
+    } else {
+        ThreadState::Run
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALIVE: u32 = sys::JVMTI_THREAD_STATE_ALIVE;
+
+    #[test]
+    fn states_follow_the_jvmti_bits() {
+        let runnable = ALIVE | sys::JVMTI_THREAD_STATE_RUNNABLE;
+        let native = runnable | sys::JVMTI_THREAD_STATE_IN_NATIVE;
+        assert_eq!(classify(runnable, false), ThreadState::Run);
+        assert_eq!(classify(native, false), ThreadState::Run);
+        assert_eq!(classify(native, true), ThreadState::Io);
+        assert_eq!(
+            classify(runnable, true),
+            ThreadState::Run,
+            "an I/O method not (yet) in native code runs"
+        );
+        let parked = ALIVE
+            | sys::JVMTI_THREAD_STATE_WAITING
+            | sys::JVMTI_THREAD_STATE_WAITING_INDEFINITELY
+            | sys::JVMTI_THREAD_STATE_PARKED;
+        assert_eq!(classify(parked, false), ThreadState::Wait);
+        let sleeping = ALIVE
+            | sys::JVMTI_THREAD_STATE_WAITING
+            | sys::JVMTI_THREAD_STATE_WAITING_WITH_TIMEOUT
+            | sys::JVMTI_THREAD_STATE_SLEEPING;
+        assert_eq!(classify(sleeping, false), ThreadState::Sleep);
+        let blocked = ALIVE | sys::JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER;
+        assert_eq!(classify(blocked, true), ThreadState::Blocked);
+    }
+
+    #[test]
+    fn builtin_io_globs_name_socket_file_and_nio_natives() {
+        let f = ClassFilter::new(BUILTIN_IO.iter().copied()).expect("valid globs");
+        for m in [
+            "java.net.SocketInputStream.socketRead0",
+            "sun.nio.ch.SocketDispatcher.read0",
+            "sun.nio.ch.Net.poll",
+            "sun.nio.ch.EPoll.wait",
+            "java.io.FileInputStream.readBytes",
+        ] {
+            assert!(f.matches(m), "{m}");
+        }
+        assert!(!f.matches("java.lang.Object.wait"));
+        assert!(!f.matches("sun.nio.ch.Net.pollin"));
+    }
+}
