@@ -7,10 +7,12 @@
 //! produces events (a `TraceReader`, a filter) and whatever consumes them.
 
 pub mod dataflow;
+pub mod reactions;
 pub mod stats;
 
 use vmview_format::{Event, SymbolTable};
 
+pub use reactions::{ReactionConfig, ReactionTrie, Reactions};
 pub use stats::{ExceptionStats, MethodStats, MonitorStats, StatsBuilder, ThreadStats, TraceStats};
 
 /// A consumer of an event stream.

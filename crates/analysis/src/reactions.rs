@@ -1,0 +1,633 @@
+//! DYMON's "reactions" (Reiss, 2008): from periodic stack samples with
+//! thread states, find the event handlers of a program without knowing it.
+//!
+//! Servers, crawlers and UIs are loops of "get next event, process event".
+//! In samples that shows as a node of the *user-call trie* whose waiting
+//! (WAIT or IO) sits in the node itself (the loop calls the JDK directly:
+//! `BlockingQueue.take()`, `InputStream.read()`) or in a child (the slides'
+//! `getNextUrl`), next to a child whose subtree is dominated by RUN: that
+//! child is the handler. Only user frames become trie nodes, so the shape
+//! does not depend on how deep the JDK's own machinery goes.
+//!
+//! [`ReactionTrie`] is an [`EventSink`]: feed it SAMPLE events (others are
+//! ignored), then [`ReactionTrie::finish`] runs the detection. It is pure:
+//! handles in, handles out; the CLI names and prints them.
+
+use std::collections::{BTreeMap, HashMap};
+
+use vmview_format::{Event, EventKind, MethodId, SymbolTable, ThreadRef, ThreadState};
+
+use crate::EventSink;
+
+/// Class-name prefixes that are system code unless `--user` says otherwise.
+pub const DEFAULT_SYSTEM: &[&str] = &[
+    "java.", "javax.", "jdk.", "sun.", "com.sun.", "kotlin.", "scala.",
+];
+
+/// Samples per state, indexed by [`ThreadState::index`].
+pub type StateCounts = [u64; 5];
+
+/// How to split user from system code, and the significance cut-offs.
+#[derive(Debug, Clone)]
+pub struct ReactionConfig {
+    /// Class globs that are user code; when non-empty, everything else is
+    /// system code.
+    pub user: Vec<String>,
+    /// Class globs that are system code in addition to [`DEFAULT_SYSTEM`].
+    pub system: Vec<String>,
+    /// A handler needs at least this many RUN samples, and its loop at
+    /// least this many WAIT or IO samples.
+    pub min_samples: u64,
+    /// A handler needs at least this share of all RUN samples (0..=1).
+    pub min_share: f64,
+}
+
+impl Default for ReactionConfig {
+    fn default() -> Self {
+        ReactionConfig {
+            user: Vec::new(),
+            system: Vec::new(),
+            min_samples: 5,
+            min_share: 0.01,
+        }
+    }
+}
+
+/// One node of the user-call trie. Node 0 is the root (the stack base).
+#[derive(Debug, Clone)]
+pub struct TrieNode {
+    /// `None` for the root.
+    pub method: Option<MethodId>,
+    pub parent: usize,
+    pub children: Vec<usize>,
+    /// Samples whose deepest user frame is this node, by state.
+    pub own: StateCounts,
+    /// `own` summed over the subtree (filled by `finish`).
+    pub total: StateCounts,
+    /// `own` per thread.
+    pub threads: BTreeMap<ThreadRef, StateCounts>,
+}
+
+/// Whether a handler's loop waits for events or reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandlerKind {
+    /// The loop waits (queues, `wait()`, `park`): the slides' NODE_WAIT.
+    Wait,
+    /// The loop reads or polls (sockets, files, selectors): NODE_IO.
+    Io,
+}
+
+impl HandlerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            HandlerKind::Wait => "NODE_WAIT",
+            HandlerKind::Io => "NODE_IO",
+        }
+    }
+}
+
+/// An event handler found in the trie.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Handler {
+    /// The handler's trie node (the loop node's child on the path to the
+    /// run time).
+    pub node: usize,
+    /// The loop node: the one that gets the next event.
+    pub loop_node: usize,
+    pub kind: HandlerKind,
+    /// Samples in the handler's subtree.
+    pub samples: u64,
+    /// RUN samples in its subtree.
+    pub run: u64,
+    /// `run` over all RUN samples of the trace.
+    pub share: f64,
+    /// State mix in its subtree.
+    pub states: StateCounts,
+    /// WAIT or IO samples of the loop that qualified it.
+    pub waiting: u64,
+    /// Threads that ran it, with their samples in the subtree.
+    pub threads: Vec<(ThreadRef, u64)>,
+}
+
+/// A user method called from system code that user code called (a
+/// comparator called by a sort, a SAX handler called by the parser).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Callback {
+    pub method: MethodId,
+    /// Samples with this method on the stack as a callback.
+    pub samples: u64,
+}
+
+/// One thread's behaviour: its state mix and the handlers it ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadBehaviour {
+    pub thread: ThreadRef,
+    pub states: StateCounts,
+    /// (index into [`Reactions::handlers`], samples in that handler).
+    pub handlers: Vec<(usize, u64)>,
+}
+
+/// What [`ReactionTrie::finish`] found.
+#[derive(Debug, Clone)]
+pub struct Reactions {
+    pub nodes: Vec<TrieNode>,
+    /// Largest RUN count first.
+    pub handlers: Vec<Handler>,
+    /// Most samples first.
+    pub callbacks: Vec<Callback>,
+    /// By thread handle.
+    pub threads: Vec<ThreadBehaviour>,
+    /// Thread samples (SAMPLE events).
+    pub samples: u64,
+    /// Sampling ticks (distinct sample times).
+    pub ticks: u64,
+    pub run_samples: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+/// Builds the trie from SAMPLE events.
+pub struct ReactionTrie {
+    config: ReactionConfig,
+    nodes: Vec<TrieNode>,
+    index: HashMap<(usize, MethodId), usize>,
+    user: HashMap<MethodId, bool>,
+    callbacks: HashMap<MethodId, u64>,
+    per_thread: BTreeMap<ThreadRef, StateCounts>,
+    samples: u64,
+    ticks: u64,
+    first_ns: Option<u64>,
+    last_ns: u64,
+    /// Reused per sample.
+    seen_callbacks: Vec<MethodId>,
+}
+
+impl ReactionTrie {
+    pub fn new(config: ReactionConfig) -> Self {
+        ReactionTrie {
+            config,
+            nodes: vec![new_node(None, 0)],
+            index: HashMap::new(),
+            user: HashMap::new(),
+            callbacks: HashMap::new(),
+            per_thread: BTreeMap::new(),
+            samples: 0,
+            ticks: 0,
+            first_ns: None,
+            last_ns: 0,
+            seen_callbacks: Vec::new(),
+        }
+    }
+
+    fn is_user(&mut self, m: MethodId, syms: &SymbolTable) -> bool {
+        if let Some(u) = self.user.get(&m) {
+            return *u;
+        }
+        let class = syms.method(m).map_or("?", |s| syms.string(s.class));
+        let c = &self.config;
+        let user = if c.user.is_empty() {
+            !DEFAULT_SYSTEM.iter().any(|p| class.starts_with(p))
+                && !c.system.iter().any(|g| glob_matches(g, class))
+        } else {
+            c.user.iter().any(|g| glob_matches(g, class))
+        };
+        self.user.insert(m, user);
+        user
+    }
+
+    /// Adds one sample: `frames` top first.
+    pub fn add_sample(
+        &mut self,
+        thread: ThreadRef,
+        time_ns: u64,
+        state: ThreadState,
+        frames: &[MethodId],
+        syms: &SymbolTable,
+    ) {
+        self.samples += 1;
+        match self.first_ns {
+            None => {
+                self.first_ns = Some(time_ns);
+                self.ticks = 1;
+            }
+            Some(_) if time_ns != self.last_ns => self.ticks += 1,
+            Some(_) => {}
+        }
+        self.last_ns = time_ns;
+        let mut node = 0;
+        let mut seen_user = false;
+        let mut system_between = false;
+        self.seen_callbacks.clear();
+        for &m in frames.iter().rev() {
+            if self.is_user(m, syms) {
+                if seen_user && system_between && !self.seen_callbacks.contains(&m) {
+                    self.seen_callbacks.push(m);
+                }
+                node = self.child(node, m);
+                seen_user = true;
+                system_between = false;
+            } else if seen_user {
+                system_between = true;
+            }
+        }
+        for m in &self.seen_callbacks {
+            *self.callbacks.entry(*m).or_default() += 1;
+        }
+        let s = state.index();
+        let n = &mut self.nodes[node];
+        n.own[s] += 1;
+        n.threads.entry(thread).or_default()[s] += 1;
+        self.per_thread.entry(thread).or_default()[s] += 1;
+    }
+
+    fn child(&mut self, parent: usize, m: MethodId) -> usize {
+        if let Some(&c) = self.index.get(&(parent, m)) {
+            return c;
+        }
+        let c = self.nodes.len();
+        self.nodes.push(new_node(Some(m), parent));
+        self.nodes[parent].children.push(c);
+        self.index.insert((parent, m), c);
+        c
+    }
+
+    /// Subtree totals, then handlers, callbacks and thread behaviour.
+    pub fn finish(mut self) -> Reactions {
+        for i in 0..self.nodes.len() {
+            self.nodes[i].total = self.nodes[i].own;
+        }
+        // Children always come after their parent.
+        for i in (1..self.nodes.len()).rev() {
+            let (t, p) = (self.nodes[i].total, self.nodes[i].parent);
+            for (sum, n) in self.nodes[p].total.iter_mut().zip(t) {
+                *sum += n;
+            }
+        }
+        let run_samples = self.nodes[0].total[ThreadState::Run.index()];
+        let handlers = self.detect(run_samples);
+        let mut callbacks: Vec<Callback> = self
+            .callbacks
+            .iter()
+            .map(|(m, n)| Callback {
+                method: *m,
+                samples: *n,
+            })
+            .collect();
+        callbacks.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.method.cmp(&b.method)));
+        let threads = self
+            .per_thread
+            .iter()
+            .map(|(t, states)| ThreadBehaviour {
+                thread: *t,
+                states: *states,
+                handlers: handlers
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, h)| {
+                        h.threads
+                            .iter()
+                            .find(|(ht, _)| ht == t)
+                            .map(|(_, n)| (i, *n))
+                    })
+                    .collect(),
+            })
+            .collect();
+        Reactions {
+            nodes: self.nodes,
+            handlers,
+            callbacks,
+            threads,
+            samples: self.samples,
+            ticks: self.ticks,
+            run_samples,
+            first_ns: self.first_ns.unwrap_or(0),
+            last_ns: self.last_ns,
+        }
+    }
+
+    fn detect(&self, run_samples: u64) -> Vec<Handler> {
+        let c = &self.config;
+        let (run, io, wait) = (
+            ThreadState::Run.index(),
+            ThreadState::Io.index(),
+            ThreadState::Wait.index(),
+        );
+        let mut found = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate().skip(1) {
+            let mut waiting = [0u64; 5];
+            waiting[wait] = n.own[wait];
+            waiting[io] = n.own[io];
+            for &ch in &n.children {
+                let t = &self.nodes[ch].total;
+                match dominant(t) {
+                    d if d == wait || d == io => waiting[d] += t[d],
+                    _ => {}
+                }
+            }
+            let (kind, waited) = if waiting[io] > waiting[wait] {
+                (HandlerKind::Io, waiting[io])
+            } else {
+                (HandlerKind::Wait, waiting[wait])
+            };
+            if waited == 0 || waited < c.min_samples {
+                continue;
+            }
+            for &ch in &n.children {
+                let t = self.nodes[ch].total;
+                if dominant(&t) != run {
+                    continue;
+                }
+                let share = if run_samples == 0 {
+                    0.0
+                } else {
+                    t[run] as f64 / run_samples as f64
+                };
+                if t[run] < c.min_samples || share < c.min_share {
+                    continue;
+                }
+                found.push(Handler {
+                    node: ch,
+                    loop_node: i,
+                    kind,
+                    samples: t.iter().sum(),
+                    run: t[run],
+                    share,
+                    states: t,
+                    waiting: waited,
+                    threads: self.subtree_threads(ch),
+                });
+            }
+        }
+        found.sort_by(|a, b| b.run.cmp(&a.run).then(a.node.cmp(&b.node)));
+        found
+    }
+
+    fn subtree_threads(&self, root: usize) -> Vec<(ThreadRef, u64)> {
+        let mut per: BTreeMap<ThreadRef, u64> = BTreeMap::new();
+        let mut stack = vec![root];
+        while let Some(i) = stack.pop() {
+            let n = &self.nodes[i];
+            for (t, counts) in &n.threads {
+                *per.entry(*t).or_default() += counts.iter().sum::<u64>();
+            }
+            stack.extend(&n.children);
+        }
+        per.into_iter().collect()
+    }
+}
+
+impl EventSink for ReactionTrie {
+    fn event(&mut self, ev: &Event, syms: &SymbolTable) {
+        if let EventKind::Sample { state, stack, .. } = &ev.kind {
+            let frames: Vec<MethodId> = syms
+                .stack(*stack)
+                .map(|s| s.frames.iter().map(|(m, _)| *m).collect())
+                .unwrap_or_default();
+            self.add_sample(ev.thread, ev.time_ns, *state, &frames, syms);
+        }
+    }
+}
+
+fn new_node(method: Option<MethodId>, parent: usize) -> TrieNode {
+    TrieNode {
+        method,
+        parent,
+        children: Vec::new(),
+        own: [0; 5],
+        total: [0; 5],
+        threads: BTreeMap::new(),
+    }
+}
+
+/// The state with the most samples (RUN on a tie, then in state order).
+fn dominant(c: &StateCounts) -> usize {
+    let mut best = 0;
+    for s in 1..5 {
+        if c[s] > c[best] {
+            best = s;
+        }
+    }
+    best
+}
+
+/// Class-name globs as `classes=` writes them: `com.acme.*` (a package and
+/// its subpackages: `*` matches any run, dots included), `?` one character,
+/// anything else literally.
+pub fn glob_matches(glob: &str, name: &str) -> bool {
+    let (g, n): (Vec<char>, Vec<char>) = (glob.chars().collect(), name.chars().collect());
+    let (mut gi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if gi < g.len() && (g[gi] == '?' || g[gi] == n[ni]) {
+            gi += 1;
+            ni += 1;
+        } else if gi < g.len() && g[gi] == '*' {
+            star = Some((gi, ni));
+            gi += 1;
+        } else if let Some((sg, sn)) = star {
+            gi = sg + 1;
+            ni = sn + 1;
+            star = Some((sg, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    g[gi..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vmview_format::{MethodSymbol, StringId, Symbol};
+
+    /// Methods 0.. named by class, all with name `m`.
+    fn syms(classes: &[&str]) -> SymbolTable {
+        let mut s = SymbolTable::default();
+        s.insert(Symbol::String {
+            id: StringId(0),
+            text: "m".into(),
+        });
+        for (i, c) in classes.iter().enumerate() {
+            let id = i as u32 + 1;
+            s.insert(Symbol::String {
+                id: StringId(id),
+                text: c.to_string(),
+            });
+            s.insert(Symbol::Method(MethodSymbol {
+                id: MethodId(i as u32),
+                class: StringId(id),
+                name: StringId(0),
+                sig: StringId(0),
+                param_names: vec![],
+                modifiers: 0,
+            }));
+        }
+        s
+    }
+
+    const BASE: MethodId = MethodId(0); // java.lang.Thread
+    const LOOP: MethodId = MethodId(1); // app.Loop
+    const TAKE: MethodId = MethodId(2); // java.util.concurrent.Queue
+    const HANDLE: MethodId = MethodId(3); // app.Handler
+    const WORK: MethodId = MethodId(4); // app.Work
+    const SORT: MethodId = MethodId(5); // java.util.Collections
+    const CMP: MethodId = MethodId(6); // app.Cmp
+
+    fn table() -> SymbolTable {
+        syms(&[
+            "java.lang.Thread",
+            "app.Loop",
+            "java.util.concurrent.Queue",
+            "app.Handler",
+            "app.Work",
+            "java.util.Collections",
+            "app.Cmp",
+        ])
+    }
+
+    /// A queue consumer: `wait` samples in take(), `run` in handle()→work().
+    fn consumer(trie: &mut ReactionTrie, syms: &SymbolTable, wait: u64, run: u64) {
+        let t = ThreadRef(1);
+        for i in 0..wait {
+            trie.add_sample(t, i, ThreadState::Wait, &[TAKE, LOOP, BASE], syms);
+        }
+        for i in 0..run {
+            let frames: &[MethodId] = if i % 2 == 0 {
+                &[WORK, HANDLE, LOOP, BASE]
+            } else {
+                &[HANDLE, LOOP, BASE]
+            };
+            trie.add_sample(t, wait + i, ThreadState::Run, frames, syms);
+        }
+    }
+
+    #[test]
+    fn counts_go_to_the_deepest_user_frame_and_totals_to_ancestors() {
+        let s = table();
+        let mut trie = ReactionTrie::new(ReactionConfig::default());
+        consumer(&mut trie, &s, 7, 10);
+        let r = trie.finish();
+        // Root, Loop, Handler, Work: the JDK frames are no nodes.
+        assert_eq!(r.nodes.len(), 4);
+        let node = |m| r.nodes.iter().position(|n| n.method == Some(m)).unwrap();
+        let (lp, h, w) = (node(LOOP), node(HANDLE), node(WORK));
+        assert_eq!(r.nodes[lp].own, [0, 0, 7, 0, 0]);
+        assert_eq!(r.nodes[h].own, [5, 0, 0, 0, 0]);
+        assert_eq!(r.nodes[w].own, [5, 0, 0, 0, 0]);
+        assert_eq!(r.nodes[lp].total, [10, 0, 7, 0, 0]);
+        assert_eq!(r.nodes[0].total, [10, 0, 7, 0, 0]);
+        assert_eq!(r.samples, 17);
+        assert_eq!(r.ticks, 17);
+        assert_eq!(r.run_samples, 10);
+    }
+
+    #[test]
+    fn a_run_child_of_a_waiting_loop_is_a_wait_handler() {
+        let s = table();
+        let mut trie = ReactionTrie::new(ReactionConfig::default());
+        consumer(&mut trie, &s, 7, 10);
+        let r = trie.finish();
+        assert_eq!(r.handlers.len(), 1);
+        let h = &r.handlers[0];
+        assert_eq!(r.nodes[h.node].method, Some(HANDLE));
+        assert_eq!(r.nodes[h.loop_node].method, Some(LOOP));
+        assert_eq!(h.kind, HandlerKind::Wait);
+        assert_eq!((h.samples, h.run, h.waiting), (10, 10, 7));
+        assert_eq!(h.share, 1.0);
+        assert_eq!(h.threads, vec![(ThreadRef(1), 10)]);
+        assert_eq!(r.threads[0].handlers, vec![(0, 10)]);
+        assert!(r.callbacks.is_empty());
+    }
+
+    #[test]
+    fn cut_offs_are_absolute_and_relative() {
+        let s = table();
+        // 5 RUN samples in the handler: exactly the absolute cut-off.
+        let cfg = ReactionConfig {
+            min_samples: 5,
+            min_share: 0.0,
+            ..ReactionConfig::default()
+        };
+        let mut trie = ReactionTrie::new(cfg.clone());
+        consumer(&mut trie, &s, 5, 5);
+        assert_eq!(trie.finish().handlers.len(), 1);
+        let mut trie = ReactionTrie::new(ReactionConfig {
+            min_samples: 6,
+            ..cfg.clone()
+        });
+        consumer(&mut trie, &s, 9, 5);
+        assert!(trie.finish().handlers.is_empty(), "5 RUN < 6");
+        let mut trie = ReactionTrie::new(ReactionConfig {
+            min_samples: 6,
+            ..cfg.clone()
+        });
+        consumer(&mut trie, &s, 5, 9);
+        assert!(trie.finish().handlers.is_empty(), "5 WAIT < 6");
+        // Relative: 10 of 40 RUN samples is 25%.
+        for (share, found) in [(0.25, 1), (0.26, 0)] {
+            let mut trie = ReactionTrie::new(ReactionConfig {
+                min_share: share,
+                ..cfg.clone()
+            });
+            consumer(&mut trie, &s, 7, 10);
+            for i in 0..30 {
+                trie.add_sample(ThreadRef(2), i, ThreadState::Run, &[WORK, BASE], &s);
+            }
+            assert_eq!(trie.finish().handlers.len(), found, "min_share {share}");
+        }
+    }
+
+    #[test]
+    fn a_pure_compute_loop_is_no_handler_and_its_comparator_is_a_callback() {
+        let s = table();
+        let mut trie = ReactionTrie::new(ReactionConfig::default());
+        for i in 0..20 {
+            let frames: &[MethodId] = if i % 4 == 0 {
+                &[SORT, LOOP, BASE]
+            } else {
+                &[CMP, SORT, SORT, LOOP, BASE]
+            };
+            trie.add_sample(ThreadRef(3), i, ThreadState::Run, frames, &s);
+        }
+        let r = trie.finish();
+        assert!(r.handlers.is_empty());
+        assert_eq!(
+            r.callbacks,
+            vec![Callback {
+                method: CMP,
+                samples: 15
+            }]
+        );
+        // The loop's caller is the thread's base, not a callback's.
+        assert!(r.callbacks.iter().all(|c| c.method != LOOP));
+    }
+
+    #[test]
+    fn user_and_system_globs_move_the_boundary() {
+        let s = table();
+        let mut trie = ReactionTrie::new(ReactionConfig {
+            system: vec!["app.Work".into()],
+            ..ReactionConfig::default()
+        });
+        consumer(&mut trie, &s, 7, 10);
+        let r = trie.finish();
+        assert!(r.nodes.iter().all(|n| n.method != Some(WORK)));
+        let mut trie = ReactionTrie::new(ReactionConfig {
+            user: vec!["app.Loop".into()],
+            ..ReactionConfig::default()
+        });
+        consumer(&mut trie, &s, 7, 10);
+        let r = trie.finish();
+        assert_eq!(r.nodes.len(), 2, "only app.Loop is user code");
+        assert!(r.handlers.is_empty());
+    }
+
+    #[test]
+    fn globs_match_like_class_filters() {
+        assert!(glob_matches("com.acme.*", "com.acme.a.B"));
+        assert!(!glob_matches("com.acme.*", "com.acmex.B"));
+        assert!(glob_matches("shop.Inv?ntory", "shop.Inventory"));
+        assert!(glob_matches("*Handler", "a.b.MyHandler"));
+        assert!(!glob_matches("shop.Inventory", "shop.Inventory$Clerk"));
+    }
+}
