@@ -12,6 +12,7 @@ mod export;
 mod filter;
 mod merge;
 mod progress;
+mod reactions;
 mod record;
 mod search;
 mod serve;
@@ -69,6 +70,7 @@ enum Command {
     Serve(serve::ServeArgs),
     View(view::ViewArgs),
     Merge(merge::MergeArgs),
+    Reactions(reactions::ReactionsArgs),
 }
 
 fn main() -> ExitCode {
@@ -96,6 +98,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::View(args) => view::run(&args),
         Command::Merge(args) => merge::run(&args),
+        Command::Reactions(args) => reactions::run(&args),
     };
     match result {
         Ok(code) => code,

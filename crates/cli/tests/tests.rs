@@ -10,6 +10,7 @@ mod errors;
 mod faults;
 mod filter;
 mod formats;
+mod reactions;
 mod recording;
 mod recovery;
 mod view;

@@ -1,0 +1,180 @@
+//! `vmview record --events samples` and `vmview reactions` on a fixture of
+//! known structure (fx.Reactions): a BlockingQueue consumer, a loopback
+//! socket server and a sorting thread with a Comparator.
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn recorded() -> &'static Recording {
+    static REC: std::sync::OnceLock<Recording> = std::sync::OnceLock::new();
+    REC.get_or_init(|| {
+        let rec = record(
+            &["--events", "samples", "--interval", "5ms"],
+            &[],
+            "fx.Reactions",
+            &["1500"],
+        );
+        assert!(
+            rec.output.status.success(),
+            "record failed: {}",
+            rec.stderr()
+        );
+        rec
+    })
+}
+
+#[test]
+fn samples_carry_states_and_stacks_of_every_thread() {
+    let events = recorded().events();
+    let samples = of_type(&events, "SAMPLE");
+    assert!(samples.len() > 100, "{} samples", samples.len());
+    assert_eq!(
+        samples.len(),
+        events.len(),
+        "events=samples records only SAMPLE"
+    );
+    let state_of = |thread: &str, top: &str, state: &str| {
+        samples.iter().any(|s| {
+            s["thread"] == thread
+                && s["state"] == state
+                && s["stack"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().any(|f| f["method"] == top))
+        })
+    };
+    assert!(
+        state_of("orders", "handleOrder", "RUN"),
+        "orders RUN in handleOrder"
+    );
+    assert!(state_of("orders", "take", "WAIT"), "orders WAIT in take()");
+    assert!(
+        state_of("server", "readLine", "IO"),
+        "server IO under readLine()"
+    );
+    assert!(state_of("producer", "sleep", "SLEEP"), "producer SLEEP");
+    // Frames are top first, with lines from the LineNumberTable.
+    let s = samples
+        .iter()
+        .find(|s| s["thread"] == "orders" && s["state"] == "RUN")
+        .expect("an orders RUN sample");
+    let frames = s["stack"].as_array().expect("stack");
+    let spin = frames.iter().position(|f| f["method"] == "spin");
+    let handle = frames.iter().position(|f| f["method"] == "handleOrder");
+    if let (Some(a), Some(b)) = (spin, handle) {
+        assert!(a < b, "spin is above handleOrder: {frames:?}");
+    }
+    assert!(frames.iter().any(|f| f["line"].is_u64()), "{frames:?}");
+    assert!(!samples.iter().any(|s| s["thread"] == "vmview-sampler"));
+}
+
+fn reactions(args: &[&str]) -> String {
+    let trace = path_str(&recorded().trace).to_string();
+    let mut all = vec!["reactions", trace.as_str()];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    assert!(
+        out.status.success(),
+        "vmview reactions failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[test]
+fn reactions_find_the_queue_and_socket_handlers_and_the_comparator_callback() {
+    let doc: Value = serde_json::from_str(&reactions(&["--format", "json"])).expect("JSON");
+    let handlers = doc["handlers"].as_array().expect("handlers");
+    let handler = |method: &str| {
+        handlers
+            .iter()
+            .find(|h| h["method"] == method)
+            .unwrap_or_else(|| panic!("{method} is not a handler: {handlers:#?}"))
+    };
+    let order = handler("handleOrder");
+    assert_eq!(order["class"], "fx.Reactions$OrderLoop");
+    assert_eq!(order["type"], "NODE_WAIT");
+    assert_eq!(order["loop"]["method"], "run");
+    assert_eq!(order["threads"][0]["thread"], "orders");
+    let msg = handler("onMessage");
+    assert_eq!(msg["type"], "NODE_IO");
+    assert_eq!(msg["threads"][0]["thread"], "server");
+    for h in handlers {
+        assert!(h["run"].as_u64().unwrap() >= 5, "min-samples cut-off: {h}");
+        assert!(
+            h["share"].as_f64().unwrap() >= 0.01,
+            "min-share cut-off: {h}"
+        );
+    }
+    // The pure compute thread runs no handler.
+    assert!(handlers
+        .iter()
+        .all(|h| h["method"] != "sortLoop" && h["method"] != "compare"));
+    let callbacks = doc["callbacks"].as_array().expect("callbacks");
+    assert!(
+        callbacks
+            .iter()
+            .any(|c| c["class"] == "fx.Reactions$ByValue" && c["method"] == "compare"),
+        "{callbacks:#?}"
+    );
+    // Thread runs are the stack base, not callbacks.
+    assert!(
+        callbacks.iter().all(|c| c["method"] != "run"),
+        "{callbacks:#?}"
+    );
+    let orders = doc["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["thread"] == "orders")
+        .expect("orders thread");
+    assert_eq!(orders["handlers"][0]["method"], "handleOrder");
+
+    // A share cut-off above every handler's share leaves none.
+    let strict: Value =
+        serde_json::from_str(&reactions(&["--format", "json", "--min-share", "0.9"])).unwrap();
+    assert_eq!(strict["handlers"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn reactions_xml_has_the_dymon_elements() {
+    let xml = reactions(&["--format", "xml"]);
+    for needle in [
+        "<REACTIONS LAST='",
+        "MONTIME='",
+        "TSAMPLES='",
+        "<CALLBACK STACK='",
+        "USER='fx.Reactions$ByValue@compare'",
+        "<TRIE>",
+        "<TRIENODE CLASS='fx.Reactions$OrderLoop'",
+        "<REACTION TOTTIME='",
+        "<CALLBACK METHOD='fx.Reactions$ByValue@compare'",
+        "<EVENT METHOD='fx.Reactions$OrderLoop@handleOrder' TYPE='NODE_WAIT'",
+        "<EVENT METHOD='fx.Reactions$Server@onMessage' TYPE='NODE_IO'",
+        "</REACTIONS>",
+    ] {
+        assert!(xml.contains(needle), "{needle} missing from\n{xml}");
+    }
+    // Well-formed: every TRIENODE opened without `/>` is closed.
+    let opened = xml.matches("<TRIENODE").count() - xml.matches("/>").count()
+        + xml.matches("<CALLBACK").count()
+        + xml.matches("<EVENT").count();
+    assert_eq!(opened, xml.matches("</TRIENODE>").count());
+    let text = reactions(&[]);
+    assert!(
+        text.contains("NODE_WAIT  fx.Reactions$OrderLoop.handleOrder"),
+        "{text}"
+    );
+}
+
+#[test]
+fn reactions_on_a_trace_without_samples_says_how_to_record_them() {
+    let rec = record(&["--classes", "fx.Hello"], &[], "fx.Hello", &[]);
+    let out = run(&["reactions", path_str(&rec.trace)]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no SAMPLE events") && err.contains("--events samples"),
+        "{err}"
+    );
+}
