@@ -460,6 +460,8 @@ fn peak_rss_kib(args: &[&str]) -> i64 {
         .expect("three runs")
 }
 
+// The child is reaped by `wait4` below, which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn peak_rss_kib_once(args: &[&str]) -> i64 {
     let child = Command::new(vmview())
         .args(args)
