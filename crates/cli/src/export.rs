@@ -34,7 +34,8 @@ For other people's tools: chrome is Chrome trace-event JSON (Perfetto, \
 chrome://tracing: a track per thread, a slice per call); speedscope is \
 speedscope's JSON (a time-ordered profile per thread); collapsed is folded \
 stacks of the call tree and svg a flame graph of it (weighed by self time \
-or, with --weight calls, by calls); parquet is one row per event with \
+or, with --weight calls, by calls; --weight samples folds the stacks of \
+SAMPLE events instead); parquet is one row per event with \
 typed columns (docs/PARQUET.md) for DuckDB, Spark, Trino. Calls whose \
 RETURN is missing end as cut off, RETURNs without their CALL are left out, \
 so timelines nest even on a cut trace.";
@@ -104,6 +105,8 @@ pub enum WeightBy {
     Time,
     /// Number of calls.
     Calls,
+    /// Stack samples (SAMPLE events, `--events samples`).
+    Samples,
 }
 
 /// Refuses to write over the input (creating the output would truncate it
@@ -137,6 +140,7 @@ fn collapse_options(args: &ExportArgs) -> CollapseOptions {
         weight: match args.weight {
             WeightBy::Time => Weight::SelfTime,
             WeightBy::Calls => Weight::Calls,
+            WeightBy::Samples => Weight::Samples,
         },
         thread_frames: args.thread_frames,
     }

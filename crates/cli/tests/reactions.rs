@@ -178,3 +178,40 @@ fn reactions_on_a_trace_without_samples_says_how_to_record_them() {
         "{err}"
     );
 }
+
+#[test]
+fn collapsed_weight_samples_folds_the_sampled_stacks_base_first() {
+    let trace = path_str(&recorded().trace).to_string();
+    let out = run(&[
+        "export",
+        &trace,
+        "--format",
+        "collapsed",
+        "--weight",
+        "samples",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let total: u64 = text
+        .lines()
+        .map(|l| {
+            l.rsplit_once(' ')
+                .expect("frames weight")
+                .1
+                .parse::<u64>()
+                .expect("weight")
+        })
+        .sum();
+    let samples = of_type(&recorded().events(), "SAMPLE").len() as u64;
+    assert_eq!(total, samples, "one count per sample");
+    assert!(
+        text.lines().any(|l| l.starts_with(
+            "java.lang.Thread.run;fx.Reactions$OrderLoop.run;fx.Reactions$OrderLoop.handleOrder;"
+        )),
+        "{text}"
+    );
+}

@@ -2,14 +2,13 @@
 //! of Brendan Gregg's `flamegraph.pl`, inferno, speedscope and many other
 //! flame-graph tools.
 //!
-//! A vmview trace has no stack samples yet (SAMPLE events are planned), so
-//! the stacks come from the call tree that CALL/RETURN pairs build: every
-//! path of traced methods from a thread's first traced frame down, weighted
-//! by its **self time** in nanoseconds (time in the method minus time in
-//! its traced callees; a flame graph then shows total time as width) or by
-//! its **number of calls**. When SAMPLE events exist, folding their stacks
-//! (weight = samples) is a second source for the same lines; the
-//! [`Weight`] choice is where it will go.
+//! The stacks come from one of two sources. By default, the call tree that
+//! CALL/RETURN pairs build: every path of traced methods from a thread's
+//! first traced frame down, weighted by its **self time** in nanoseconds
+//! (time in the method minus time in its traced callees; a flame graph then
+//! shows total time as width) or by its **number of calls**. With
+//! [`Weight::Samples`], the stacks of SAMPLE events (`events=samples`),
+//! base first, all frames (JDK ones included), one count per sample.
 //!
 //! Frames are `class.method` (dotted class name, no descriptor: the folded
 //! format separates frames with `;`, which descriptors contain; overloads
@@ -37,6 +36,8 @@ pub enum Weight {
     SelfTime,
     /// Calls of the path's last frame.
     Calls,
+    /// SAMPLE events whose stack is the path (CALL/RETURN are ignored).
+    Samples,
 }
 
 /// How stacks are folded.
@@ -63,6 +64,7 @@ struct Node {
     name: u32,
     self_ns: u64,
     calls: u64,
+    samples: u64,
 }
 
 /// The merged call tree of a trace (all threads, or one subtree per
@@ -95,6 +97,7 @@ impl CallTree {
                 name: 0,
                 self_ns: 0,
                 calls: 0,
+                samples: 0,
             }],
             children: HashMap::new(),
             names: vec![String::new()],
@@ -113,6 +116,7 @@ impl CallTree {
                 name,
                 self_ns: 0,
                 calls: 0,
+                samples: 0,
             });
         }
         id
@@ -146,6 +150,20 @@ impl CallTree {
 
     /// Adds one event to the tree.
     pub fn add(&mut self, ev: &Event, syms: &SymbolTable) {
+        if self.opts.weight == Weight::Samples {
+            if let vmview_format::EventKind::Sample { stack, .. } = ev.kind {
+                let mut node = self.thread_root(ev.thread, syms);
+                let frames = syms.stack(stack).map_or(&[][..], |s| s.frames.as_slice());
+                for (m, _) in frames.iter().rev() {
+                    let name = self.intern_method(*m, syms);
+                    node = self.child(node, name);
+                }
+                if node != 0 {
+                    self.nodes[node as usize].samples += 1;
+                }
+            }
+            return;
+        }
         // Names are interned before the matcher runs, while `syms` is at hand.
         let mut opened = None;
         if let vmview_format::EventKind::Call { method, .. } = ev.kind {
@@ -199,6 +217,7 @@ impl CallTree {
             let w = match self.opts.weight {
                 Weight::SelfTime => n.self_ns,
                 Weight::Calls => n.calls,
+                Weight::Samples => n.samples,
             };
             if w == 0 {
                 continue;
