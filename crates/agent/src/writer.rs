@@ -77,6 +77,11 @@ struct Writer {
     drops_reported: u64,
     /// Thread handle for DROPPED events, defined on first use.
     agent_thread: Option<ThreadRef>,
+    /// The first write error. It is reported once, when the writer ends,
+    /// together with [`Writer::lost`].
+    failure: std::cell::RefCell<Option<String>>,
+    /// Events drained and discarded because writing had stopped.
+    lost: u64,
 }
 
 impl Writer {
@@ -90,6 +95,8 @@ impl Writer {
             last_time: 0,
             drops_reported: 0,
             agent_thread: None,
+            failure: std::cell::RefCell::new(None),
+            lost: 0,
         };
         let out = w.attempt("open", move || {
             TraceWriter::new(BufWriter::new(file), header)
@@ -108,7 +115,9 @@ impl Writer {
         match std::panic::catch_unwind(AssertUnwindSafe(f)) {
             Ok(Ok(v)) => Some(v),
             Ok(Err(e)) => {
-                self.agent.problems.writer(|| format!("{what}: {e}"));
+                self.failure
+                    .borrow_mut()
+                    .get_or_insert_with(|| format!("{what}: {e}"));
                 None
             }
             Err(_) => {
@@ -149,6 +158,15 @@ impl Writer {
         if let Some(out) = self.out.take() {
             self.attempt("finish", move || out.finish());
         }
+        if let Some(failure) = self.failure.take() {
+            let lost = self.lost;
+            self.agent.problems.writer(|| {
+                format!(
+                    "{failure}; writing stopped there and {lost} later events were discarded \
+                     (the trace ends at its last complete chunk)"
+                )
+            });
+        }
     }
 
     /// One drain: events first, then the symbols they may use.
@@ -179,6 +197,7 @@ impl Writer {
         let Some(mut out) = self.out.take() else {
             self.symbols.clear();
             self.held.drain(..ready);
+            self.lost += ready as u64;
             self.drops_reported += dropped;
             return;
         };
@@ -214,6 +233,8 @@ impl Writer {
         self.held.drain(..ready);
         if ok.is_some() {
             self.out = Some(out);
+        } else {
+            self.lost += ready as u64 + u64::from(drop_report.is_some());
         }
     }
 }

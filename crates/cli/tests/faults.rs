@@ -262,6 +262,11 @@ fn a_full_disk_stops_the_recording_but_not_the_jvm() {
         1,
         "the agent says once that the disk is full: {stderr}"
     );
+    assert!(
+        full[0].contains("writing stopped") && full[0].contains("later events were discarded"),
+        "and that it stopped writing, counting what it discarded: {}",
+        full[0]
+    );
 
     let shown = run_with_timeout(
         &["show", path_str(&trace), "--format", "jsonl"],
