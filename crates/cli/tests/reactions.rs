@@ -215,3 +215,34 @@ fn collapsed_weight_samples_folds_the_sampled_stacks_base_first() {
         "{text}"
     );
 }
+
+#[test]
+fn speedscope_has_a_sampled_profile_per_thread() {
+    let trace = path_str(&recorded().trace).to_string();
+    let out = run(&["export", &trace, "--format", "speedscope"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("speedscope JSON");
+    let frames = doc["shared"]["frames"].as_array().expect("frames");
+    let orders = doc["profiles"]
+        .as_array()
+        .expect("profiles")
+        .iter()
+        .find(|p| p["name"] == "orders (samples)")
+        .expect("a sampled profile for the orders thread");
+    assert_eq!(orders["type"], "sampled");
+    let samples = orders["samples"].as_array().expect("samples");
+    assert_eq!(samples.len(), orders["weights"].as_array().unwrap().len());
+    let name = |i: &Value| {
+        frames[i.as_u64().unwrap() as usize]["name"]
+            .as_str()
+            .unwrap()
+    };
+    assert!(samples.iter().any(|s| {
+        let s = s.as_array().unwrap();
+        name(&s[0]) == "java.lang.Thread.run" && s.iter().any(|f| name(f).ends_with("handleOrder"))
+    }));
+}

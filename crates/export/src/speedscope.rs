@@ -13,8 +13,10 @@
 //! RETURN is missing closes at its thread's next return from below or last
 //! event, and a RETURN without its CALL is left out.
 //!
-//! A *sampled* profile from SAMPLE events is the other half of the format;
-//! it comes with SAMPLE events in the trace.
+//! SAMPLE events (`events=samples`) become one *sampled* profile per thread
+//! (named `THREAD (samples)`, unit `none`, weight 1 per sample): each
+//! sample is its stack, base first, all frames. Stacks are interned, so a
+//! sample costs 4 bytes in memory until the document is written.
 //!
 //! The file is one JSON object whose profiles each list one thread's
 //! events, while a trace interleaves threads; so events are kept in memory
@@ -24,7 +26,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 
 use serde::Serialize;
-use vmview_format::{Event, EventKind, MethodId, SymbolTable, ThreadRef};
+use vmview_format::{Event, EventKind, MethodId, StackId, SymbolTable, ThreadRef};
 
 use crate::calls::{CallMatcher, Transition};
 use crate::names::MethodNames;
@@ -53,6 +55,8 @@ struct Timeline {
     at: Vec<u64>,
     frame: Vec<u32>,
     first_ns: Option<u64>,
+    /// Indexes into `SpeedscopeWriter::stacks`, one per SAMPLE.
+    samples: Vec<u32>,
 }
 
 const CLOSE_BIT: u32 = 1 << 31;
@@ -65,6 +69,9 @@ pub struct SpeedscopeWriter<W: Write> {
     frames: Vec<String>,
     frame_of: HashMap<MethodId, u32>,
     threads: Vec<Timeline>,
+    /// Sampled stacks as frame indexes, base first.
+    stacks: Vec<Vec<u32>>,
+    stack_of: HashMap<StackId, u32>,
 }
 
 impl<W: Write> SpeedscopeWriter<W> {
@@ -77,7 +84,24 @@ impl<W: Write> SpeedscopeWriter<W> {
             frames: Vec::new(),
             frame_of: HashMap::new(),
             threads: Vec::new(),
+            stacks: Vec::new(),
+            stack_of: HashMap::new(),
         }
+    }
+
+    fn stack(&mut self, id: StackId, syms: &SymbolTable) -> u32 {
+        if let Some(&s) = self.stack_of.get(&id) {
+            return s;
+        }
+        let methods: Vec<MethodId> = syms
+            .stack(id)
+            .map(|s| s.frames.iter().rev().map(|(m, _)| *m).collect())
+            .unwrap_or_default();
+        let frames = methods.into_iter().map(|m| self.frame(m, syms)).collect();
+        let s = self.stacks.len() as u32;
+        self.stacks.push(frames);
+        self.stack_of.insert(id, s);
+        s
     }
 
     fn frame(&mut self, m: MethodId, syms: &SymbolTable) -> u32 {
@@ -127,10 +151,17 @@ impl<W: Write> EventWriter for SpeedscopeWriter<W> {
             EventKind::Call { method, .. } => Some(self.frame(method, syms)),
             _ => None,
         };
+        let sampled = match ev.kind {
+            EventKind::Sample { stack, .. } => Some(self.stack(stack, syms)),
+            _ => None,
+        };
         let tl = Self::timeline(&mut self.threads, ev.thread);
         if tl.first_ns.is_none() {
             tl.first_ns = Some(ev.time_ns);
             tl.name = syms.thread_name(ev.thread);
+        }
+        if let Some(s) = sampled {
+            tl.samples.push(s);
         }
         let mut calls = std::mem::take(&mut self.calls);
         calls.event(ev, |tr| self.record(tr, opened));
@@ -175,6 +206,30 @@ impl<W: Write> EventWriter for SpeedscopeWriter<W> {
                     at,
                 };
                 serde_json::to_writer(&mut *out, &ev)?;
+            }
+            out.write_all(b"]}")?;
+        }
+        for tl in self.threads.iter().filter(|t| !t.samples.is_empty()) {
+            if !first_profile {
+                out.write_all(b",")?;
+            }
+            first_profile = false;
+            out.write_all(b"\n{\"type\":\"sampled\",\"name\":")?;
+            serde_json::to_writer(&mut *out, &format!("{} (samples)", tl.name))?;
+            write!(
+                out,
+                ",\"unit\":\"none\",\"startValue\":0,\"endValue\":{},\"samples\":[",
+                tl.samples.len()
+            )?;
+            for (j, s) in tl.samples.iter().enumerate() {
+                if j > 0 {
+                    out.write_all(b",")?;
+                }
+                serde_json::to_writer(&mut *out, &self.stacks[*s as usize])?;
+            }
+            out.write_all(b"],\"weights\":[")?;
+            for j in 0..tl.samples.len() {
+                out.write_all(if j > 0 { b",1" } else { b"1" })?;
             }
             out.write_all(b"]}")?;
         }
