@@ -268,13 +268,14 @@ fn capabilities(o: &AgentOptions, capture: &dyn CallCapture) -> sys::jvmtiCapabi
     }
     if plan.samples {
         caps.set_can_get_line_numbers(1);
+        caps.set_can_get_owned_monitor_stack_depth_info(1);
     }
     caps
 }
 
 /// The capabilities the agent may ask for, by name, for error messages.
 type CapabilityBit = fn(&sys::jvmtiCapabilities) -> u32;
-const CAPABILITY_NAMES: [(&str, CapabilityBit); 11] = [
+const CAPABILITY_NAMES: [(&str, CapabilityBit); 12] = [
     ("can_tag_objects", sys::jvmtiCapabilities::can_tag_objects),
     (
         "can_generate_method_entry_events",
@@ -315,6 +316,10 @@ const CAPABILITY_NAMES: [(&str, CapabilityBit); 11] = [
     (
         "can_get_source_file_name",
         sys::jvmtiCapabilities::can_get_source_file_name,
+    ),
+    (
+        "can_get_owned_monitor_stack_depth_info",
+        sys::jvmtiCapabilities::can_get_owned_monitor_stack_depth_info,
     ),
 ];
 

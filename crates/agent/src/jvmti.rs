@@ -329,6 +329,25 @@ impl Jvmti {
         })
     }
 
+    /// The monitors `thread` owns, each with the depth of the frame that
+    /// entered it (0 = top; -1 = entered through JNI). The objects are
+    /// local references of the calling thread.
+    pub fn owned_monitor_depths(self, thread: sys::jthread) -> Result<Vec<(sys::jobject, i32)>> {
+        let (mut n, mut p) = (0, ptr::null_mut());
+        call!(
+            self.0,
+            GetOwnedMonitorStackDepthInfo,
+            thread,
+            &mut n,
+            &mut p
+        )?;
+        Ok(self
+            .take_array(p, n)
+            .into_iter()
+            .map(|i: sys::jvmtiMonitorStackDepthInfo| (i.monitor, i.stack_depth))
+            .collect())
+    }
+
     /// Starts `proc_` on `thread` (a fresh `java.lang.Thread`) as a JVMTI
     /// agent thread: a daemon the JVM does not wait for.
     pub fn run_agent_thread(

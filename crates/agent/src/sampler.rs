@@ -11,20 +11,27 @@
 //! jmethodID (an uncached lookup costs 1–2 µs per frame) and stacks are
 //! interned, so a stack seen again costs its handle only.
 //!
+//! Monitors held (with the depth of the frame that entered each) cost a
+//! handshake per thread, so they are asked only in ticks where some thread
+//! is BLOCKED — when they say who holds what the blocked thread wants.
+//!
 //! "IO" is not a JVMTI state: a runnable thread in native code is IO when
 //! one of its top frames is a known I/O method ([`BUILTIN_IO`], plus the
 //! `io=` globs), else RUN.
 
 use crate::agent::{self, Agent};
 use crate::buffers::ThreadBuffer;
+use crate::classes;
 use crate::clock;
-use crate::jvmti::{Jni, StackTrace};
+use crate::jvmti::{Jni, LocalRef, StackTrace};
 use crate::methods::{MethodInfo, PtrMap};
 use crate::sys;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use vmview_format::{Event, EventKind, Loc, MethodId, StackId, StackSymbol, Symbol, ThreadState};
+use vmview_format::{
+    Event, EventKind, Loc, MethodId, Monitor, StackId, StackSymbol, Symbol, ThreadState,
+};
 use vmview_options::ClassFilter;
 
 /// Deepest stack recorded; deeper frames (towards the base) are cut.
@@ -221,16 +228,19 @@ impl Sampler {
             }
         };
         let now = clock::now_ns();
+        let contended = traces
+            .iter()
+            .any(|t| t.state & sys::JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER != 0);
         for t in traces.iter() {
             // No Java frame: the sampler itself, or a thread just starting.
             if t.frames.is_empty() || t.state & sys::JVMTI_THREAD_STATE_ALIVE == 0 {
                 continue;
             }
-            self.sample(jni, &t, now);
+            self.sample(jni, &t, now, contended);
         }
     }
 
-    fn sample(&mut self, jni: Jni, t: &StackTrace<'_>, now: u64) {
+    fn sample(&mut self, jni: Jni, t: &StackTrace<'_>, now: u64, contended: bool) {
         let agent = self.agent;
         self.scratch.clear();
         let mut io = false;
@@ -244,6 +254,11 @@ impl Sampler {
         let state = classify(t.state, io);
         let stack = self.intern_stack();
         let thread = agent.threads.thread_ref(agent, jni, t.thread);
+        let monitors = if contended {
+            held_monitors(agent, jni, t.thread)
+        } else {
+            Vec::new()
+        };
         agent.buffers.push(
             &self.buffer,
             Event {
@@ -253,7 +268,7 @@ impl Sampler {
                 kind: EventKind::Sample {
                     state,
                     stack,
-                    monitors: Vec::new(),
+                    monitors,
                 },
             },
         );
@@ -286,6 +301,30 @@ impl Sampler {
         self.stacks.insert(frames, id);
         id
     }
+}
+
+/// The monitors `thread` holds, with the depth of the frame that entered
+/// each; those entered through JNI (no frame) are left out.
+fn held_monitors(agent: &Agent, jni: Jni, thread: sys::jthread) -> Vec<(Monitor, u32)> {
+    let owned = match agent.jvmti.owned_monitor_depths(thread) {
+        Ok(o) => o,
+        Err(e) => {
+            agent.problems.jvmti(e);
+            return Vec::new();
+        }
+    };
+    let mut held = Vec::with_capacity(owned.len());
+    for (object, depth) in owned {
+        let object = LocalRef::new(jni, object);
+        if let Ok(depth) = u32::try_from(depth) {
+            let monitor = Monitor {
+                class: classes::name(agent, jni.object_class(object.get()).get()),
+                hash: agent.jvmti.object_hash_code(object.get()).unwrap_or(0),
+            };
+            held.push((monitor, depth));
+        }
+    }
+    held
 }
 
 /// `java.net.SocketInputStream.socketRead0`, for matching against the

@@ -246,3 +246,42 @@ fn speedscope_has_a_sampled_profile_per_thread() {
         name(&s[0]) == "java.lang.Thread.run" && s.iter().any(|f| name(f).ends_with("handleOrder"))
     }));
 }
+
+#[test]
+fn samples_of_contended_ticks_name_the_monitors_held_and_their_depth() {
+    // fx.Contention: three workers take turns holding LOCK while sleeping.
+    let rec = record(
+        &["--events", "samples", "--interval", "5ms"],
+        &[],
+        "fx.Contention",
+        &[],
+    );
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    let events = rec.events();
+    let samples = of_type(&events, "SAMPLE");
+    let blocked = samples
+        .iter()
+        .find(|s| s["state"] == "BLOCKED" && s["stack"][0]["method"] == "work")
+        .expect("a worker BLOCKED entering work()");
+    // In the same tick, the holder sleeps inside work() with the lock
+    // entered one frame below the top (Thread.sleep).
+    let holder = samples
+        .iter()
+        .find(|s| {
+            s["time_ns"] == blocked["time_ns"]
+                && s["thread"] != blocked["thread"]
+                && !s["monitors"].as_array().unwrap().is_empty()
+        })
+        .expect("the lock holder's sample in the same tick");
+    assert_eq!(holder["state"], "SLEEP");
+    let m = &holder["monitors"][0];
+    assert!(
+        m["monitor"]
+            .as_str()
+            .unwrap()
+            .starts_with("java.lang.Object@"),
+        "{m}"
+    );
+    assert_eq!(m["depth"], 1);
+    assert_eq!(holder["stack"][1]["method"], "work");
+}
