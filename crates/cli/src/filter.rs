@@ -186,6 +186,48 @@ impl Input {
         }
     }
 
+    /// Streams the events `filter` selects into `on_match`, which answers
+    /// whether to go on. Starts at the filter's lowest id and stops past its
+    /// highest (when ids increase), skips types the filter cannot match,
+    /// moves `progress`, and reports what the reader worked around. The
+    /// shared loop of `vmview filter` and `vmview search`.
+    pub fn scan_matches(
+        &mut self,
+        filter: &mut EventFilter,
+        progress: &mut Progress,
+        mut on_match: impl FnMut(&mut Input, &Event) -> anyhow::Result<bool>,
+    ) -> anyhow::Result<()> {
+        let (first_id, mut last_id) = filter.id_bounds();
+        if !self.ids_increase() {
+            // A hand-written XML trace may list ids in any order: no early stop.
+            last_id = u64::MAX;
+        }
+        self.set_type_mask(filter.type_mask());
+        let mut read: u64 = 0;
+        let result = (|| -> anyhow::Result<()> {
+            if !self.skip_to(first_id)? {
+                return Ok(());
+            }
+            while let Some(ev) = self.next_event()? {
+                read += 1;
+                if read & 0xffff == 0 {
+                    let pos = self.position();
+                    progress.set(pos);
+                }
+                if ev.id > last_id {
+                    break;
+                }
+                if filter.matches(&ev, self.symbols()) && !on_match(self, &ev)? {
+                    break;
+                }
+            }
+            Ok(())
+        })();
+        progress.finish();
+        self.warn(read);
+        result
+    }
+
     /// Reports what the binary reader had to work around.
     pub fn warn(&self, events: u64) {
         if let Input::Binary(r) = self {
@@ -262,47 +304,21 @@ pub fn run(args: &FilterArgs) -> anyhow::Result<ExitCode> {
 
     let total = std::fs::metadata(&args.input).map_or(0, |m| m.len());
     let mut progress = Progress::new(total, "filtering");
-    let (first_id, mut last_id) = filter.id_bounds();
-    if !input.ids_increase() {
-        // A hand-written XML trace may list ids in any order: no early stop.
-        last_id = u64::MAX;
-    }
-    input.set_type_mask(filter.type_mask());
-    let mut read: u64 = 0;
     let mut kept: u64 = 0;
-    let result = (|| -> anyhow::Result<()> {
-        if !input.skip_to(first_id)? {
-            return Ok(());
-        }
-        while let Some(ev) = input.next_event()? {
-            read += 1;
-            if read & 0xffff == 0 {
-                let pos = input.position();
-                progress.set(pos);
-            }
-            if ev.id > last_id {
-                break;
-            }
-            if !filter.matches(&ev, input.symbols()) {
-                continue;
-            }
-            kept += 1;
-            match &mut sink {
-                Sink::Binary(w) => {
-                    for m in input.redefined() {
-                        w.forget_method(m);
-                    }
-                    w.write(&ev, input.symbols())
-                        .with_context(|| format!("cannot write event {}", ev.id))?;
+    input.scan_matches(&mut filter, &mut progress, |input, ev| {
+        kept += 1;
+        match &mut sink {
+            Sink::Binary(w) => {
+                for m in input.redefined() {
+                    w.forget_method(m);
                 }
-                Sink::Events(w) => w.write_event(&ev, input.symbols())?,
+                w.write(ev, input.symbols())
+                    .with_context(|| format!("cannot write event {}", ev.id))?;
             }
+            Sink::Events(w) => w.write_event(ev, input.symbols())?,
         }
-        Ok(())
-    })();
-    progress.finish();
-    input.warn(read);
-    result?;
+        Ok(true)
+    })?;
     match sink {
         Sink::Binary(w) => {
             w.finish()?.flush()?;

@@ -78,43 +78,19 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<ExitCode> {
     });
     let total = std::fs::metadata(&args.trace).map_or(0, |m| m.len());
     let mut progress = Progress::new(total, "searching");
-    let (first_id, mut last_id) = filter.id_bounds();
-    if !input.ids_increase() {
-        // A hand-written XML trace may list ids in any order: no early stop.
-        last_id = u64::MAX;
-    }
-    input.set_type_mask(filter.type_mask());
-    let mut read: u64 = 0;
     let mut hits: u64 = 0;
-    let result = (|| -> anyhow::Result<()> {
-        if limit == 0 || !input.skip_to(first_id)? {
-            return Ok(());
-        }
-        while let Some(ev) = input.next_event()? {
-            read += 1;
-            if read & 0xffff == 0 {
-                let pos = input.position();
-                progress.set(pos);
-            }
-            if ev.id > last_id {
-                break;
-            }
-            if !filter.matches(&ev, input.symbols()) {
-                continue;
-            }
+    if limit > 0 {
+        input.scan_matches(&mut filter, &mut progress, |input, ev| {
             hits += 1;
             if let Some(w) = writer.as_mut() {
-                w.write_event(&ev, input.symbols())?;
+                w.write_event(ev, input.symbols())?;
             }
-            if hits == limit {
-                break;
-            }
-        }
-        Ok(())
-    })();
-    progress.finish();
-    input.warn(read);
-    result?;
+            Ok(hits < limit)
+        })?;
+    } else {
+        progress.finish();
+        input.warn(0);
+    }
     match writer.as_mut() {
         Some(w) => w.finish()?,
         None => writeln!(stdout.lock(), "{hits}")?,
