@@ -1,9 +1,12 @@
 //! What went wrong while recording, counted where it happens and reported
 //! once, on stderr, when the agent stops.
 //!
-//! Callbacks must not print or panic, so a failed JVMTI call, a caught
-//! panic or a write error is only counted here (with the first message of
-//! each kind kept for the report).
+//! Callbacks must not print or panic, so a failed JVMTI call or a caught
+//! panic is only counted here (with the first message of each kind kept for
+//! the report). A write error is the exception: it comes from the writer
+//! thread, a plain OS thread, which says it at once (a full disk is news
+//! the user wants while the JVM still runs); the final report then adds how
+//! many events were discarded after it.
 
 use crate::jvmti::JvmtiError;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +17,9 @@ pub struct Problems {
     jvmti: Counter,
     panics: Counter,
     writer: Counter,
+    /// Events discarded because writing had stopped, set when the writer
+    /// ends.
+    writer_lost: AtomicU64,
     capture: Counter,
     rewrite_failed: Counter,
     methods_skipped: Counter,
@@ -95,9 +101,27 @@ impl Problems {
         });
     }
 
-    /// Counts a trace-writing failure.
-    pub fn writer(&self, message: impl FnOnce() -> String) {
-        self.writer.add(message);
+    /// Records the write error that stopped the trace and, the first time
+    /// (unless `quiet`), says it on stderr at once. Only the writer thread
+    /// calls this: it is not a JVMTI callback, so it may print.
+    pub fn writer_stopped(&self, message: &str, quiet: bool) {
+        let mut first = false;
+        self.writer.add(|| {
+            first = true;
+            message.to_string()
+        });
+        if first && !quiet {
+            say(&format!(
+                "cannot write the trace: {message}; recording stops here, the JVM runs on \
+                 and the trace ends at its last complete chunk"
+            ));
+        }
+    }
+
+    /// How many events were discarded after the write error, known when
+    /// the writer ends.
+    pub fn writer_lost(&self, events: u64) {
+        self.writer_lost.store(events, Ordering::Relaxed);
     }
 
     /// Counts a failure to set up call capture (the probe class could not
@@ -138,7 +162,12 @@ impl Problems {
                 size_name(budget)
             ));
         }
-        self.writer.line("trace write errors", &mut out);
+        if self.writer.count.load(Ordering::Relaxed) > 0 {
+            let lost = self.writer_lost.load(Ordering::Relaxed);
+            out.push(format!(
+                "{lost} events discarded after the trace write error (writing stopped there)"
+            ));
+        }
         self.capture.line(
             "failures to set up call capture, no calls recorded",
             &mut out,

@@ -77,8 +77,8 @@ struct Writer {
     drops_reported: u64,
     /// Thread handle for DROPPED events, defined on first use.
     agent_thread: Option<ThreadRef>,
-    /// The first write error. It is reported once, when the writer ends,
-    /// together with [`Writer::lost`].
+    /// The first write error, said on stderr when it happens; the count
+    /// of [`Writer::lost`] follows in the final report.
     failure: std::cell::RefCell<Option<String>>,
     /// Events drained and discarded because writing had stopped.
     lost: u64,
@@ -115,9 +115,10 @@ impl Writer {
         match std::panic::catch_unwind(AssertUnwindSafe(f)) {
             Ok(Ok(v)) => Some(v),
             Ok(Err(e)) => {
-                self.failure
-                    .borrow_mut()
-                    .get_or_insert_with(|| format!("{what}: {e}"));
+                let message = format!("{what}: {e}");
+                let quiet = self.agent.options.quiet;
+                self.agent.problems.writer_stopped(&message, quiet);
+                self.failure.borrow_mut().get_or_insert(message);
                 None
             }
             Err(_) => {
@@ -158,14 +159,8 @@ impl Writer {
         if let Some(out) = self.out.take() {
             self.attempt("finish", move || out.finish());
         }
-        if let Some(failure) = self.failure.take() {
-            let lost = self.lost;
-            self.agent.problems.writer(|| {
-                format!(
-                    "{failure}; writing stopped there and {lost} later events were discarded \
-                     (the trace ends at its last complete chunk)"
-                )
-            });
+        if self.failure.take().is_some() {
+            self.agent.problems.writer_lost(self.lost);
         }
     }
 
