@@ -1004,6 +1004,7 @@ mod tests {
             time_ns: 0,
             thread: ThreadRef(0),
             kind: EventKind::Call {
+                metrics: Default::default(),
                 method: MethodId(1),
                 depth: 1,
                 caller: None,
@@ -1018,6 +1019,7 @@ mod tests {
             time_ns: 0,
             thread: ThreadRef(0),
             kind: EventKind::Return {
+                metrics: Default::default(),
                 method: MethodId(1),
                 depth: 1,
                 outcome,

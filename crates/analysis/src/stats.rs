@@ -231,6 +231,7 @@ impl EventSink for StatsBuilder {
                 depth,
                 outcome,
                 elapsed_ns,
+                ..
             } => {
                 let stack = &mut thread.stack;
                 let child_ns = match stack
@@ -297,7 +298,13 @@ impl EventSink for StatsBuilder {
             | EventKind::MonitorWait { .. }
             | EventKind::MonitorWaited { .. }
             | EventKind::GcStart
-            | EventKind::Sample { .. } => {}
+            | EventKind::Sample { .. }
+            | EventKind::TraceWindow { .. }
+            | EventKind::PeriodStart { .. }
+            | EventKind::PeriodEnd { .. }
+            | EventKind::Calibration { .. }
+            | EventKind::MonitorEnter { .. }
+            | EventKind::MonitorExit { .. } => {}
         }
     }
 }
@@ -503,6 +510,7 @@ mod tests {
             self.push(
                 thread,
                 EventKind::Call {
+                    metrics: Default::default(),
                     method,
                     depth,
                     caller: None,
@@ -514,6 +522,7 @@ mod tests {
             self.push(
                 thread,
                 EventKind::Return {
+                    metrics: Default::default(),
                     method,
                     depth,
                     outcome: Outcome::Void,

@@ -180,7 +180,7 @@ impl Input {
 
     /// Only events of these types can match (bit = index in
     /// `EVENT_TYPE_NAMES`): an XML input skips the others undecoded.
-    pub fn set_type_mask(&mut self, mask: u16) {
+    pub fn set_type_mask(&mut self, mask: u32) {
         if let Input::Xml { reader, .. } = self {
             reader.set_type_mask(mask);
         }

@@ -223,7 +223,9 @@ impl<W: std::io::Write> Mapper<'_, W> {
                 depth,
                 caller,
                 params,
+                metrics,
             } => EventKind::Call {
+                metrics: *metrics,
                 method: self.method(*method),
                 depth: *depth,
                 caller: caller.map(|(m, l)| (self.method(m), l)),
@@ -234,7 +236,9 @@ impl<W: std::io::Write> Mapper<'_, W> {
                 depth,
                 outcome,
                 elapsed_ns,
+                metrics,
             } => EventKind::Return {
+                metrics: *metrics,
                 method: self.method(*method),
                 depth: *depth,
                 outcome: match outcome {
@@ -295,6 +299,14 @@ impl<W: std::io::Write> Mapper<'_, W> {
                 monitor: self.monitor(monitor),
                 timed_out: *timed_out,
                 wait_ns: *wait_ns,
+            },
+            EventKind::MonitorEnter { monitor, depth } => EventKind::MonitorEnter {
+                monitor: self.monitor(monitor),
+                depth: *depth,
+            },
+            EventKind::MonitorExit { monitor, depth } => EventKind::MonitorExit {
+                monitor: self.monitor(monitor),
+                depth: *depth,
             },
             other => other.clone(),
         }

@@ -397,6 +397,7 @@ pub fn synthetic_trace(path: &Path, pairs: u64) {
             time_ns: time,
             thread,
             kind: EventKind::Call {
+                metrics: Default::default(),
                 method,
                 depth: 3,
                 caller: None,
@@ -436,6 +437,7 @@ pub fn synthetic_trace(path: &Path, pairs: u64) {
             time_ns: time,
             thread,
             kind: EventKind::Return {
+                metrics: Default::default(),
                 method,
                 depth: 3,
                 outcome: Outcome::Value(JValue::Int((rng % 7) as i32)),

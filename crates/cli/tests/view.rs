@@ -384,6 +384,7 @@ fn multi_chunk_trace(path: &Path, n: u64) {
             time_ns: 1000 * i,
             thread: ThreadRef(0),
             kind: EventKind::Call {
+                metrics: Default::default(),
                 method: MethodId(0),
                 depth: 1,
                 caller: None,
@@ -396,6 +397,7 @@ fn multi_chunk_trace(path: &Path, n: u64) {
             time_ns: 1000 * i + 500,
             thread: ThreadRef(0),
             kind: EventKind::Return {
+                metrics: Default::default(),
                 method: MethodId(0),
                 depth: 1,
                 outcome: Outcome::Value(JValue::Int(i as i32)),

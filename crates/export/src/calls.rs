@@ -218,6 +218,7 @@ mod tests {
             time_ns: t,
             thread: ThreadRef(0),
             kind: EventKind::Call {
+                metrics: Default::default(),
                 method: MethodId(m),
                 depth,
                 caller: None,
@@ -232,6 +233,7 @@ mod tests {
             time_ns: t,
             thread: ThreadRef(0),
             kind: EventKind::Return {
+                metrics: Default::default(),
                 method: MethodId(m),
                 depth,
                 outcome: Outcome::Void,

@@ -8,7 +8,8 @@
 //! (`THREAD_START`, `THREAD_END`, `CLASS_LOAD`, `CALL`, `RETURN`, `THROW`,
 //! `CATCH`, `MONITOR_CONTENDED_ENTER`, `MONITOR_CONTENDED_ENTERED`,
 //! `MONITOR_WAIT`, `MONITOR_WAITED`, `GC_START`, `GC_FINISH`, `DROPPED`,
-//! `SAMPLE`) and
+//! `SAMPLE`, `TRACE_WINDOW`, `PERIOD_START`, `PERIOD_END`, `CALIBRATION`,
+//! `MONITOR_ENTER`, `MONITOR_EXIT`) and
 //! `thread` (the thread's name; `thread-N` when the trace lost it). Then, by
 //! type (a key not listed for a type is absent):
 //!
@@ -16,8 +17,8 @@
 //! |---|---|
 //! | THREAD_START, THREAD_END | `daemon`, `priority`, `group` (absent when the thread's symbol was lost) |
 //! | CLASS_LOAD | `class`, `loader`, `source` (`null` when unknown) |
-//! | CALL | `class`, `method`, `sig`, `depth`, `params` |
-//! | RETURN | `class`, `method`, `sig`, `depth`, `elapsed_ns`, and `value` (absent for `void`) or `exception` (the class that unwound the frame) |
+//! | CALL | `class`, `method`, `sig`, `depth`, `params`; `cpu_ns`, `alloc_bytes` when recorded (`metrics=`: the thread's totals at entry) |
+//! | RETURN | `class`, `method`, `sig`, `depth`, `elapsed_ns`, and `value` (absent for `void`) or `exception` (the class that unwound the frame); `cpu_ns`, `alloc_bytes` as for CALL |
 //! | THROW | `exception`, `message` (`null` when none), `class`, `method`, `sig`, `loc` (the throw site), `catch_class`, `catch_method`, `catch_loc` (all three `null` when uncaught) |
 //! | CATCH | `exception`, `class`, `method`, `sig`, `loc` (the catch site) |
 //! | MONITOR_CONTENDED_ENTER | `monitor`, `owner` (thread name, `null` when unknown) |
@@ -26,6 +27,11 @@
 //! | MONITOR_WAITED | `monitor`, `timed_out`, `wait_ns` |
 //! | GC_FINISH | `duration_ns` |
 //! | DROPPED | `count` |
+//! | TRACE_WINDOW | `min_depth`, `max_depth` (`null` = no bound), `reason` (`start`, `narrow`, `widen`), `rate_per_s` |
+//! | PERIOD_START | `period`, `stack` (as for SAMPLE) |
+//! | PERIOD_END | `period` |
+//! | CALIBRATION | `record` (event type measured, `*` for any), `cost_ps` (picoseconds per record) |
+//! | MONITOR_ENTER, MONITOR_EXIT | `monitor`, `depth` (of the frame holding it) |
 //! | SAMPLE | `state` (`RUN`, `IO`, `WAIT`, `BLOCKED`, `SLEEP`), `stack` (frames top first: `{"class", "method", "line"}`, `line` `null` when unknown), `monitors` (`{"monitor", "depth"}`, depth 0 = top frame) |
 //!
 //! Names: `class`, `exception`, `catch_class` are dotted binary names
@@ -76,7 +82,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 use serde_json::Value as Json;
-use vmview_format::{Event, EventKind, Loc, MethodId, Outcome, SymbolTable, Value};
+use vmview_format::{Event, EventKind, Loc, MethodId, Outcome, StackId, SymbolTable, Value};
 
 use crate::names::{array_display, descriptor_types, hash_hex, monitor_name, MethodNames};
 use crate::EventWriter;
@@ -143,6 +149,24 @@ struct WireEvent<'a> {
     value: Option<Json>,
     #[serde(skip_serializing_if = "Option::is_none")]
     elapsed_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alloc_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_depth: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_depth: Option<Option<u32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rate_per_s: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    period: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    record: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost_ps: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     catch_class: Option<Option<&'a str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -258,10 +282,13 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
             method,
             depth,
             params,
+            metrics,
             ..
         } => {
             let names = set_method(&mut w, *method);
             w.depth = Some(*depth);
+            w.cpu_ns = metrics.cpu_ns;
+            w.alloc_bytes = metrics.alloc_bytes;
             let types = descriptor_types(names.sig).map(|(p, _)| p);
             let param_names = syms
                 .method(*method)
@@ -289,9 +316,12 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
             depth,
             outcome,
             elapsed_ns,
+            metrics,
         } => {
             set_method(&mut w, *method);
             w.depth = Some(*depth);
+            w.cpu_ns = metrics.cpu_ns;
+            w.alloc_bytes = metrics.alloc_bytes;
             match outcome {
                 Outcome::Void => {}
                 Outcome::Value(v) => w.value = value_json(v, syms),
@@ -366,20 +396,7 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
             monitors,
         } => {
             w.state = Some(state.name());
-            let frames = syms.stack(*stack).map_or(&[][..], |s| s.frames.as_slice());
-            w.stack = Some(
-                frames
-                    .iter()
-                    .map(|(m, loc)| {
-                        let n = MethodNames::resolve(syms, *m);
-                        WireFrame {
-                            class: n.class,
-                            method: n.name,
-                            line: loc.line,
-                        }
-                    })
-                    .collect(),
-            );
+            w.stack = Some(wire_stack(syms, *stack));
             w.monitors = Some(
                 monitors
                     .iter()
@@ -390,8 +407,47 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
                     .collect(),
             );
         }
+        EventKind::TraceWindow {
+            min_depth,
+            max_depth,
+            reason,
+            rate_per_s,
+        } => {
+            w.min_depth = Some(*min_depth);
+            w.max_depth = Some(*max_depth);
+            w.reason = Some(reason.name());
+            w.rate_per_s = Some(*rate_per_s);
+        }
+        EventKind::PeriodStart { period, stack } => {
+            w.period = Some(*period);
+            w.stack = Some(wire_stack(syms, *stack));
+        }
+        EventKind::PeriodEnd { period } => w.period = Some(*period),
+        EventKind::Calibration { record, cost_ps } => {
+            w.record = Some(record);
+            w.cost_ps = Some(*cost_ps);
+        }
+        EventKind::MonitorEnter { monitor, depth } | EventKind::MonitorExit { monitor, depth } => {
+            w.monitor = Some(monitor_name(syms, monitor));
+            w.depth = Some(*depth);
+        }
     }
     w
+}
+
+fn wire_stack(syms: &SymbolTable, stack: StackId) -> Vec<WireFrame<'_>> {
+    let frames = syms.stack(stack).map_or(&[][..], |s| s.frames.as_slice());
+    frames
+        .iter()
+        .map(|(m, loc)| {
+            let n = MethodNames::resolve(syms, *m);
+            WireFrame {
+                class: n.class,
+                method: n.name,
+                line: loc.line,
+            }
+        })
+        .collect()
 }
 
 /// A captured value as JSON (see the module docs); `None` when the agent

@@ -531,6 +531,7 @@ impl<W: Write + Send> ParquetWriter<W> {
                 depth,
                 outcome,
                 elapsed_ns,
+                ..
             } => {
                 self.method(*method, syms);
                 self.cols.depth.set(*depth as i32);
@@ -620,7 +621,16 @@ impl<W: Write + Send> ParquetWriter<W> {
             EventKind::Dropped { count } => self.cols.count.set(*count as i64),
             // The schema has no stack columns yet: a SAMPLE row carries its
             // id, time, type and thread only.
-            EventKind::Sample { .. } => {}
+            EventKind::MonitorEnter { monitor, depth }
+            | EventKind::MonitorExit { monitor, depth } => {
+                self.cols.monitor.set(bytes(&monitor_name(syms, monitor)));
+                self.cols.depth.set(*depth as i32);
+            }
+            EventKind::Sample { .. }
+            | EventKind::TraceWindow { .. }
+            | EventKind::PeriodStart { .. }
+            | EventKind::PeriodEnd { .. }
+            | EventKind::Calibration { .. } => {}
         }
         self.rows += 1;
         self.pad();

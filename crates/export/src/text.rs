@@ -114,10 +114,12 @@ fn fields(ev: &Event, syms: &SymbolTable) -> Vec<(&'static str, String)> {
             depth,
             caller,
             params,
+            metrics,
         } => {
             let names = MethodNames::resolve(syms, *method);
             f.push(("METHOD", names.display()));
             f.push(("DEPTH", depth.to_string()));
+            push_metrics(&mut f, metrics);
             if let Some((m, loc)) = caller {
                 f.push(("CALLER", site(syms, *m, loc)));
             }
@@ -143,10 +145,12 @@ fn fields(ev: &Event, syms: &SymbolTable) -> Vec<(&'static str, String)> {
             depth,
             outcome,
             elapsed_ns,
+            metrics,
         } => {
             let names = MethodNames::resolve(syms, *method);
             f.push(("METHOD", names.display()));
             f.push(("DEPTH", depth.to_string()));
+            push_metrics(&mut f, metrics);
             match outcome {
                 Outcome::Void => f.push(("RETURN", "void".to_string())),
                 Outcome::Value(v) => {
@@ -239,8 +243,51 @@ fn fields(ev: &Event, syms: &SymbolTable) -> Vec<(&'static str, String)> {
                 ));
             }
         }
+        EventKind::TraceWindow {
+            min_depth,
+            max_depth,
+            reason,
+            rate_per_s,
+        } => {
+            let max = max_depth.map_or_else(|| "any".to_string(), |m| m.to_string());
+            f.push(("WINDOW", format!("depth {min_depth}..{max}")));
+            f.push(("REASON", reason.name().to_string()));
+            if *rate_per_s > 0 {
+                f.push(("RATE", format!("{rate_per_s} events/s")));
+            }
+        }
+        EventKind::PeriodStart { period, stack } => {
+            f.push(("PERIOD", period.to_string()));
+            match syms.stack(*stack) {
+                Some(st) => {
+                    for (m, loc) in &st.frames {
+                        f.push(("AT", site(syms, *m, loc)));
+                    }
+                }
+                None => f.push(("STACK", format!("unknown stack {}", stack.0))),
+            }
+        }
+        EventKind::PeriodEnd { period } => f.push(("PERIOD", period.to_string())),
+        EventKind::Calibration { record, cost_ps } => {
+            f.push(("RECORD", record.clone()));
+            f.push(("COST", format!("{:.3}ns", *cost_ps as f64 / 1000.0)));
+        }
+        EventKind::MonitorEnter { monitor, depth } | EventKind::MonitorExit { monitor, depth } => {
+            f.push(("MONITOR", monitor_name(syms, monitor)));
+            f.push(("DEPTH", depth.to_string()));
+        }
     }
     f
+}
+
+/// CPU time and allocated bytes of a CALL or RETURN, when recorded.
+fn push_metrics(f: &mut Vec<(&'static str, String)>, m: &vmview_format::Metrics) {
+    if let Some(cpu) = m.cpu_ns {
+        f.push(("CPU", duration_display(cpu)));
+    }
+    if let Some(alloc) = m.alloc_bytes {
+        f.push(("ALLOCATED", format!("{alloc} bytes")));
+    }
 }
 
 /// `shop.Inventory.add(I)V @ bci 12 line 34`.

@@ -50,7 +50,8 @@
 use std::io::{self, Write};
 
 use vmview_format::{
-    Event, EventKind, Loc, MethodId, Monitor, Outcome, SymbolTable, ThreadRef, TraceHeader, Value,
+    Event, EventKind, Loc, MethodId, Metrics, Monitor, Outcome, StackId, SymbolTable, ThreadRef,
+    TraceHeader, Value,
 };
 
 use crate::names::{hash_hex, MethodNames};
@@ -235,9 +236,11 @@ fn render_event(b: &mut Vec<u8>, ev: &Event, syms: &SymbolTable) {
             depth,
             caller,
             params,
+            metrics,
         } => {
             method_elems(b, "", *method, syms);
             elem_num(b, "DEPTH", u64::from(*depth));
+            metric_elems(b, metrics);
             if let Some((m, loc)) = caller {
                 method_elems(b, "2", *m, syms);
                 loc_elem(b, "LOC2", loc);
@@ -261,10 +264,12 @@ fn render_event(b: &mut Vec<u8>, ev: &Event, syms: &SymbolTable) {
             depth,
             outcome,
             elapsed_ns,
+            metrics,
         } => {
             method_elems(b, "", *method, syms);
             elem_num(b, "DEPTH", u64::from(*depth));
             elem_num(b, "ELAPSED", *elapsed_ns);
+            metric_elems(b, metrics);
             match outcome {
                 Outcome::Void => {}
                 Outcome::Value(v) => {
@@ -324,31 +329,72 @@ fn render_event(b: &mut Vec<u8>, ev: &Event, syms: &SymbolTable) {
             monitors,
         } => {
             elem_text(b, "STATE", state.name());
-            if let Some(st) = syms.stack(*stack) {
-                for (m, loc) in &st.frames {
-                    let n = MethodNames::resolve(syms, *m);
-                    b.extend_from_slice(b"<FRAME CLASS=\"");
-                    push_class_attr(b, n.class);
-                    b.extend_from_slice(b"\" MTD=\"");
-                    push_attr(b, n.name);
-                    b.extend_from_slice(b"\" LOC=\"");
-                    push_fmt(b, format_args!("{}", loc.bci));
-                    if let Some(line) = loc.line {
-                        push_fmt(b, format_args!("\" LINE=\"{line}"));
-                    }
-                    b.extend_from_slice(b"\"/>");
-                }
-            }
+            frame_elems(b, *stack, syms);
             for (m, depth) in monitors {
                 push_fmt(b, format_args!("<HELD DEPTH=\"{depth}\">"));
                 monitor_elem(b, m, syms);
                 b.extend_from_slice(b"</HELD>");
             }
         }
+        EventKind::TraceWindow {
+            min_depth,
+            max_depth,
+            reason,
+            rate_per_s,
+        } => {
+            elem_num(b, "MINDEPTH", u64::from(*min_depth));
+            if let Some(m) = max_depth {
+                elem_num(b, "MAXDEPTH", u64::from(*m));
+            }
+            elem_text(b, "REASON", reason.name());
+            elem_num(b, "RATE", *rate_per_s);
+        }
+        EventKind::PeriodStart { period, stack } => {
+            elem_num(b, "PERIOD", u64::from(*period));
+            frame_elems(b, *stack, syms);
+        }
+        EventKind::PeriodEnd { period } => elem_num(b, "PERIOD", u64::from(*period)),
+        EventKind::Calibration { record, cost_ps } => {
+            elem_text(b, "RECORD", record);
+            elem_num(b, "COST", *cost_ps);
+        }
+        EventKind::MonitorEnter { monitor, depth } | EventKind::MonitorExit { monitor, depth } => {
+            monitor_elem(b, monitor, syms);
+            elem_num(b, "DEPTH", u64::from(*depth));
+        }
     }
     b.extend_from_slice(b"</");
     b.extend_from_slice(name.as_bytes());
     b.extend_from_slice(b">\n");
+}
+
+/// A stack as `FRAME` elements, top first.
+fn frame_elems(b: &mut Vec<u8>, stack: StackId, syms: &SymbolTable) {
+    if let Some(st) = syms.stack(stack) {
+        for (m, loc) in &st.frames {
+            let n = MethodNames::resolve(syms, *m);
+            b.extend_from_slice(b"<FRAME CLASS=\"");
+            push_class_attr(b, n.class);
+            b.extend_from_slice(b"\" MTD=\"");
+            push_attr(b, n.name);
+            b.extend_from_slice(b"\" LOC=\"");
+            push_fmt(b, format_args!("{}", loc.bci));
+            if let Some(line) = loc.line {
+                push_fmt(b, format_args!("\" LINE=\"{line}"));
+            }
+            b.extend_from_slice(b"\"/>");
+        }
+    }
+}
+
+/// `CPU` and `ALLOC` of a CALL or RETURN, when recorded.
+fn metric_elems(b: &mut Vec<u8>, m: &Metrics) {
+    if let Some(cpu) = m.cpu_ns {
+        elem_num(b, "CPU", cpu);
+    }
+    if let Some(alloc) = m.alloc_bytes {
+        elem_num(b, "ALLOC", alloc);
+    }
 }
 
 fn thrd(b: &mut Vec<u8>, tag: &str, t: ThreadRef, syms: &SymbolTable) {

@@ -27,8 +27,8 @@ use std::io::{self, BufRead, Read};
 
 use quick_xml::events::{BytesStart, Event as XmlEvent};
 use vmview_format::{
-    Event, EventKind, Loc, MethodId, MethodSymbol, Monitor, Outcome, StringId, Symbol, SymbolTable,
-    ThreadRef, ThreadSymbol, TraceHeader, Value, MAX_THREAD_REF,
+    Event, EventKind, Loc, MethodId, MethodSymbol, Metrics, Monitor, Outcome, StringId, Symbol,
+    SymbolTable, ThreadRef, ThreadSymbol, TraceHeader, Value, WindowReason, MAX_THREAD_REF,
 };
 
 use crate::xml::class_from_jvm;
@@ -100,16 +100,26 @@ enum Child {
     Count,
     Value,
     Param,
+    Cpu,
+    Alloc,
+    MinDepth,
+    MaxDepth,
+    Reason,
+    Rate,
+    Period,
+    Record,
+    Cost,
 }
 
-const CHILDREN: usize = 24;
+const CHILDREN: usize = 33;
 
 impl Child {
     fn name(self) -> &'static str {
         [
             "THRD", "CLASS", "MTD", "SIG", "LOC", "CLASS2", "MTD2", "SIG2", "LOC2", "DEPTH",
             "ELAPSED", "EXC", "MSG", "LOADER", "SRC", "MON", "OWNER", "WAIT", "TIMEOUT",
-            "TIMEDOUT", "DURATION", "COUNT", "VALUE", "PARAM",
+            "TIMEDOUT", "DURATION", "COUNT", "VALUE", "PARAM", "CPU", "ALLOC", "MINDEPTH",
+            "MAXDEPTH", "REASON", "RATE", "PERIOD", "RECORD", "COST",
         ][self as usize]
     }
 
@@ -139,6 +149,15 @@ impl Child {
             b"COUNT" => Child::Count,
             b"VALUE" => Child::Value,
             b"PARAM" => Child::Param,
+            b"CPU" => Child::Cpu,
+            b"ALLOC" => Child::Alloc,
+            b"MINDEPTH" => Child::MinDepth,
+            b"MAXDEPTH" => Child::MaxDepth,
+            b"REASON" => Child::Reason,
+            b"RATE" => Child::Rate,
+            b"PERIOD" => Child::Period,
+            b"RECORD" => Child::Record,
+            b"COST" => Child::Cost,
             _ => return None,
         })
     }
@@ -227,7 +246,7 @@ pub struct XmlTraceReader<R: BufRead> {
     threads_by_name: FxMap<String, ThreadRef>,
     /// Event types to return (bit = index in `EVENT_TYPE_NAMES`); the others
     /// are skipped without being decoded.
-    type_mask: u16,
+    type_mask: u32,
     /// `thread_defined[t]`: a symbol exists for handle `t`.
     thread_defined: Vec<bool>,
     next_auto_thread: u32,
@@ -237,7 +256,7 @@ pub struct XmlTraceReader<R: BufRead> {
     done: bool,
     slots: Vec<Slot>,
     /// Bit `Child as u32`: that child was present in the current event.
-    present: u32,
+    present: u64,
     /// PARAM slots, reused; the current event's are `params[..nparams]`.
     params: Vec<Slot>,
     nparams: usize,
@@ -262,7 +281,7 @@ impl<R: BufRead> XmlTraceReader<R> {
             classes: FxMap::default(),
             methods: FxMap::default(),
             threads_by_name: FxMap::default(),
-            type_mask: u16::MAX,
+            type_mask: u32::MAX,
             thread_defined: Vec::new(),
             next_auto_thread: 0,
             redefined: Vec::new(),
@@ -295,7 +314,7 @@ impl<R: BufRead> XmlTraceReader<R> {
     /// Return only events whose type bit (index in `EVENT_TYPE_NAMES`) is
     /// set; others are skipped over without decoding their fields, which
     /// is how a filter on event types reads XML fast.
-    pub fn set_type_mask(&mut self, mask: u16) {
+    pub fn set_type_mask(&mut self, mask: u32) {
         self.type_mask = mask;
     }
 
@@ -633,13 +652,13 @@ impl<R: BufRead> XmlTraceReader<R> {
                 self.nparams += 1;
             } else {
                 self.slots[child as usize] = slot;
-                self.present |= 1 << child as u32;
+                self.present |= 1u64 << child as u32;
             }
         }
     }
 
     fn has(&self, c: Child) -> bool {
-        self.present & (1 << c as u32) != 0
+        self.present & (1u64 << c as u32) != 0
     }
 
     fn text(&self, c: Child) -> Option<&str> {
@@ -887,6 +906,7 @@ impl<R: BufRead> XmlTraceReader<R> {
                     depth: self.num(C::Depth, "DEPTH", at)?,
                     caller,
                     params: values?,
+                    metrics: self.metrics(at)?,
                 }
             }
             4 => {
@@ -908,6 +928,7 @@ impl<R: BufRead> XmlTraceReader<R> {
                     depth: self.num(C::Depth, "DEPTH", at)?,
                     outcome,
                     elapsed_ns: self.num(C::Elapsed, "ELAPSED", at)?,
+                    metrics: self.metrics(at)?,
                 }
             }
             5 => {
@@ -965,10 +986,68 @@ impl<R: BufRead> XmlTraceReader<R> {
             13 => EventKind::Dropped {
                 count: self.num(C::Count, "COUNT", at)?,
             },
-            _ => return Err(err(
-                at,
-                "SAMPLE elements are written but not read back yet; convert the .vmv trace instead",
-            )),
+            _ => self.build_newer_kind(ty, at)?,
+        })
+    }
+
+    /// Event types added after the first XML release, by name.
+    fn build_newer_kind(&mut self, ty: u8, at: u64) -> Result<EventKind, XmlError> {
+        use Child as C;
+        let name = vmview_format::EVENT_TYPE_NAMES[ty as usize];
+        Ok(match name {
+            "TRACE_WINDOW" => {
+                let reason = self.text(C::Reason).unwrap_or("start");
+                let reason = WindowReason::ALL
+                    .into_iter()
+                    .find(|r| r.name() == reason)
+                    .ok_or_else(|| {
+                        err(
+                            at,
+                            format!("<REASON>{reason}</REASON>: expected start, narrow or widen"),
+                        )
+                    })?;
+                EventKind::TraceWindow {
+                    min_depth: self.num(C::MinDepth, "MINDEPTH", at)?,
+                    max_depth: match self.has(C::MaxDepth) {
+                        true => Some(self.num(C::MaxDepth, "MAXDEPTH", at)?),
+                        false => None,
+                    },
+                    reason,
+                    rate_per_s: self.num(C::Rate, "RATE", at)?,
+                }
+            }
+            "PERIOD_END" => EventKind::PeriodEnd {
+                period: self.num(C::Period, "PERIOD", at)?,
+            },
+            "CALIBRATION" => EventKind::Calibration {
+                record: self.text(C::Record).unwrap_or("*").to_string(),
+                cost_ps: self.num(C::Cost, "COST", at)?,
+            },
+            "MONITOR_ENTER" => EventKind::MonitorEnter {
+                monitor: self.monitor(at)?,
+                depth: self.num(C::Depth, "DEPTH", at)?,
+            },
+            "MONITOR_EXIT" => EventKind::MonitorExit {
+                monitor: self.monitor(at)?,
+                depth: self.num(C::Depth, "DEPTH", at)?,
+            },
+            _ => {
+                return Err(err(
+                    at,
+                    format!("{name} elements are written but not read back yet; convert the .vmv trace instead"),
+                ))
+            }
+        })
+    }
+
+    /// `CPU` and `ALLOC` of a CALL or RETURN.
+    fn metrics(&self, at: u64) -> Result<Metrics, XmlError> {
+        let get = |c: Child, what: &str| -> Result<Option<u64>, XmlError> {
+            self.text(c).map(|t| parse_num(t, what, at)).transpose()
+        };
+        Ok(Metrics {
+            cpu_ns: get(Child::Cpu, "CPU")?,
+            alloc_bytes: get(Child::Alloc, "ALLOC")?,
         })
     }
 
@@ -1267,6 +1346,7 @@ mod tests {
             time_ns: id * 10,
             thread: ThreadRef(3),
             kind: EventKind::Call {
+                metrics: Default::default(),
                 method: MethodId(0),
                 depth: 2,
                 caller: Some((
@@ -1320,6 +1400,10 @@ mod tests {
                 time_ns: 101,
                 thread: ThreadRef(3),
                 kind: EventKind::Return {
+                    metrics: Metrics {
+                        cpu_ns: Some(3_000),
+                        alloc_bytes: Some(0),
+                    },
                     method: MethodId(0),
                     depth: 2,
                     outcome: Outcome::Value(Value::Double(f64::NEG_INFINITY)),
@@ -1327,6 +1411,40 @@ mod tests {
                 },
             },
         ];
+        let mon = Monitor {
+            class: StringId(1),
+            hash: 0xfeed,
+        };
+        let newer = [
+            EventKind::MonitorEnter {
+                monitor: mon,
+                depth: 2,
+            },
+            EventKind::MonitorExit {
+                monitor: mon,
+                depth: 2,
+            },
+            EventKind::TraceWindow {
+                min_depth: 1,
+                max_depth: None,
+                reason: WindowReason::Widen,
+                rate_per_s: 12,
+            },
+            EventKind::PeriodEnd { period: 4 },
+            EventKind::Calibration {
+                record: "*".into(),
+                cost_ps: 77_000,
+            },
+        ];
+        let mut events = events;
+        for (i, kind) in newer.into_iter().enumerate() {
+            events.push(Event {
+                id: 11 + i as u64,
+                time_ns: 200,
+                thread: ThreadRef(3),
+                kind,
+            });
+        }
         let mut w = XmlWriter::new(Vec::new(), &TraceHeader::default());
         for e in &events {
             w.write_event(e, &syms).unwrap();
@@ -1366,7 +1484,13 @@ mod tests {
         }
         wb.finish().unwrap();
         assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
-        assert_eq!(back.len(), 4);
+        assert_eq!(back.len(), 9);
+        assert_eq!(back[6..], events[6..], "newer kinds come back exactly");
+        let EventKind::Return { metrics, .. } = &back[3].kind else {
+            panic!()
+        };
+        assert_eq!(metrics.cpu_ns, Some(3_000));
+        assert_eq!(metrics.alloc_bytes, Some(0));
         assert_eq!(back[0].thread, ThreadRef(3), "TID kept as the handle");
         let EventKind::Call { params, .. } = &back[0].kind else {
             panic!()

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use vmview_export::ExportFormat;
 use vmview_format::{
-    Event, EventKind, Loc, MethodId, MethodSymbol, Monitor, Outcome, StackId, StackSymbol,
-    StringId, Symbol, SymbolTable, ThreadRef, ThreadState, ThreadSymbol, Value,
+    Event, EventKind, Loc, MethodId, MethodSymbol, Metrics, Monitor, Outcome, StackId, StackSymbol,
+    StringId, Symbol, SymbolTable, ThreadRef, ThreadState, ThreadSymbol, Value, WindowReason,
 };
 
 /// Interns strings for a hand-built trace.
@@ -157,6 +157,7 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
         ev(
             main,
             EventKind::Call {
+                metrics: Default::default(),
                 method: add,
                 depth: 3,
                 caller: Some((
@@ -178,6 +179,10 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
         ev(
             main,
             EventKind::Return {
+                metrics: Metrics {
+                    cpu_ns: Some(1_200_000),
+                    alloc_bytes: Some(4_096),
+                },
                 method: add,
                 depth: 3,
                 outcome: Outcome::Void,
@@ -187,6 +192,7 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
         ev(
             clerk,
             EventKind::Call {
+                metrics: Default::default(),
                 method: everything,
                 depth: 1,
                 caller: None,
@@ -227,6 +233,7 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
         ev(
             clerk,
             EventKind::Return {
+                metrics: Default::default(),
                 method: everything,
                 depth: 1,
                 outcome: Outcome::Value(Value::Str {
@@ -239,6 +246,7 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
         ev(
             main,
             EventKind::Call {
+                metrics: Default::default(),
                 method: total,
                 depth: 3,
                 caller: None,
@@ -248,6 +256,7 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
         ev(
             main,
             EventKind::Return {
+                metrics: Default::default(),
                 method: total,
                 depth: 3,
                 outcome: Outcome::Value(Value::Long(-1)),
@@ -276,6 +285,7 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
         ev(
             main,
             EventKind::Return {
+                metrics: Default::default(),
                 method: check,
                 depth: 4,
                 outcome: Outcome::Exception { class: iae },
@@ -369,6 +379,50 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
                 )],
             },
         ),
+        ev(
+            main,
+            EventKind::MonitorEnter {
+                monitor: Monitor {
+                    class: inventory,
+                    hash: 0xabc,
+                },
+                depth: 2,
+            },
+        ),
+        ev(
+            main,
+            EventKind::MonitorExit {
+                monitor: Monitor {
+                    class: inventory,
+                    hash: 0xabc,
+                },
+                depth: 2,
+            },
+        ),
+        ev(
+            clerk,
+            EventKind::TraceWindow {
+                min_depth: 2,
+                max_depth: Some(6),
+                reason: WindowReason::Narrow,
+                rate_per_s: 310_000,
+            },
+        ),
+        ev(
+            clerk,
+            EventKind::PeriodStart {
+                period: 3,
+                stack: sample_stack,
+            },
+        ),
+        ev(main, EventKind::PeriodEnd { period: 3 }),
+        ev(
+            main,
+            EventKind::Calibration {
+                record: "CALL".into(),
+                cost_ps: 38_500,
+            },
+        ),
         ev(ThreadRef(9), EventKind::ThreadEnd),
         ev(clerk, EventKind::ThreadEnd),
     ];
@@ -453,6 +507,11 @@ fn jsonl_keys_per_event_type() {
             "GC_FINISH" => vec!["duration_ns"],
             "DROPPED" => vec!["count"],
             "SAMPLE" => vec!["state", "stack", "monitors"],
+            "TRACE_WINDOW" => vec!["min_depth", "max_depth", "reason", "rate_per_s"],
+            "PERIOD_START" => vec!["period", "stack"],
+            "PERIOD_END" => vec!["period"],
+            "CALIBRATION" => vec!["record", "cost_ps"],
+            "MONITOR_ENTER" | "MONITOR_EXIT" => vec!["monitor", "depth"],
             other => panic!("unexpected type {other}"),
         }
     };

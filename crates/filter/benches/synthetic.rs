@@ -79,6 +79,7 @@ pub fn write_with<W: Write>(out: W, pairs: u64, args: bool) -> Result<W, FormatE
             time_ns: time,
             thread,
             kind: EventKind::Call {
+                metrics: Default::default(),
                 method,
                 depth: 3,
                 caller: None,
@@ -120,6 +121,7 @@ pub fn write_with<W: Write>(out: W, pairs: u64, args: bool) -> Result<W, FormatE
             time_ns: time,
             thread,
             kind: EventKind::Return {
+                metrics: Default::default(),
                 method,
                 depth: 3,
                 outcome: Outcome::Value(Value::Int((rng % 7) as i32)),

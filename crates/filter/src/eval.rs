@@ -139,7 +139,7 @@ enum Node {
     Not(Box<Node>),
     Const(bool),
     /// The event's type is in the mask (bit = index in `EVENT_TYPE_NAMES`).
-    Types(u16),
+    Types(u32),
     /// A symbol field; `negate` turns `!=`/`!~` (still false when absent).
     Symbol {
         field: Field,
@@ -226,8 +226,8 @@ impl EventFilter {
 
     /// The event types that can match (bit = index in `EVENT_TYPE_NAMES`),
     /// from the top-level `&&` terms.
-    pub fn type_mask(&self) -> u16 {
-        let all = (1u16 << EVENT_TYPE_NAMES.len()) - 1;
+    pub fn type_mask(&self) -> u32 {
+        let all = (1u32 << EVENT_TYPE_NAMES.len()) - 1;
         match &self.root {
             Node::Types(m) => *m,
             Node::And(items) => items.iter().fold(all, |acc, n| match n {
@@ -352,7 +352,7 @@ fn compile(ast: &Ast) -> Result<Node, ParseError> {
 
 /// Within an `&&` (`and`) or `||`, folds the event-type tests into one.
 fn merge_types(nodes: Vec<Node>, and: bool) -> Node {
-    let mut mask: Option<u16> = None;
+    let mut mask: Option<u32> = None;
     let mut rest = Vec::new();
     for n in nodes {
         match n {
@@ -399,9 +399,9 @@ fn lit_string(l: &Lit) -> String {
     }
 }
 
-fn type_bits(op: Op, l: &Lit) -> Result<u16, ParseError> {
+fn type_bits(op: Op, l: &Lit) -> Result<u32, ParseError> {
     let name = lit_string(l);
-    let mut mask = 0u16;
+    let mut mask = 0u32;
     match op {
         Op::Match | Op::NotMatch => {
             let re = regex(&name, l)?;
@@ -518,7 +518,7 @@ fn test(f: Field, ty: FieldType, op: Op, op_col: usize, l: &Lit) -> Result<Node,
                 return Err(not_for("an event type"));
             }
             let mask = type_bits(op, l)?;
-            let all = (1u16 << EVENT_TYPE_NAMES.len()) - 1;
+            let all = (1u32 << EVENT_TYPE_NAMES.len()) - 1;
             Node::Types(if negate { all & !mask } else { mask })
         }
         FieldType::Symbol | FieldType::Text => {
@@ -614,25 +614,8 @@ fn test(f: Field, ty: FieldType, op: Op, op_col: usize, l: &Lit) -> Result<Node,
 }
 
 #[inline]
-fn type_bit(ev: &Event) -> u16 {
-    let i = match ev.kind {
-        EventKind::ThreadStart => 0,
-        EventKind::ThreadEnd => 1,
-        EventKind::ClassLoad { .. } => 2,
-        EventKind::Call { .. } => 3,
-        EventKind::Return { .. } => 4,
-        EventKind::Throw { .. } => 5,
-        EventKind::Catch { .. } => 6,
-        EventKind::MonitorContendedEnter { .. } => 7,
-        EventKind::MonitorContendedEntered { .. } => 8,
-        EventKind::MonitorWait { .. } => 9,
-        EventKind::MonitorWaited { .. } => 10,
-        EventKind::GcStart => 11,
-        EventKind::GcFinish { .. } => 12,
-        EventKind::Dropped { .. } => 13,
-        EventKind::Sample { .. } => 14,
-    };
-    1 << i
+fn type_bit(ev: &Event) -> u32 {
+    1 << ev.kind.type_index()
 }
 
 fn eval(node: &mut Node, ev: &Event, syms: &SymbolTable) -> bool {
@@ -839,7 +822,9 @@ fn text_of(f: Field, ev: &Event, syms: &SymbolTable) -> Option<String> {
             EventKind::MonitorContendedEnter { monitor, .. }
             | EventKind::MonitorContendedEntered { monitor, .. }
             | EventKind::MonitorWait { monitor, .. }
-            | EventKind::MonitorWaited { monitor, .. },
+            | EventKind::MonitorWaited { monitor, .. }
+            | EventKind::MonitorEnter { monitor, .. }
+            | EventKind::MonitorExit { monitor, .. },
         ) => Some(format!("{}@{:x}", syms.string(monitor.class), monitor.hash)),
         _ => None,
     }
@@ -883,7 +868,28 @@ fn number_of(f: Field, ev: &Event, syms: &SymbolTable) -> Option<i128> {
         Field::Loc2 => i128::from(second_site(ev)?.1.bci),
         Field::Line2 => i128::from(second_site(ev)?.1.line?),
         Field::Depth => match k {
-            EventKind::Call { depth, .. } | EventKind::Return { depth, .. } => i128::from(*depth),
+            EventKind::Call { depth, .. }
+            | EventKind::Return { depth, .. }
+            | EventKind::MonitorEnter { depth, .. }
+            | EventKind::MonitorExit { depth, .. } => i128::from(*depth),
+            _ => return None,
+        },
+        Field::Cpu => match k {
+            EventKind::Call { metrics, .. } | EventKind::Return { metrics, .. } => {
+                i128::from(metrics.cpu_ns?)
+            }
+            _ => return None,
+        },
+        Field::Alloc => match k {
+            EventKind::Call { metrics, .. } | EventKind::Return { metrics, .. } => {
+                i128::from(metrics.alloc_bytes?)
+            }
+            _ => return None,
+        },
+        Field::Period => match k {
+            EventKind::PeriodStart { period, .. } | EventKind::PeriodEnd { period } => {
+                i128::from(*period)
+            }
             _ => return None,
         },
         Field::Elapsed => match k {
@@ -1029,6 +1035,7 @@ mod tests {
             time_ns: id * 1000,
             thread: ThreadRef(thread),
             kind: EventKind::Call {
+                metrics: Default::default(),
                 method: MethodId(0),
                 depth: 1,
                 caller: None,
@@ -1043,6 +1050,7 @@ mod tests {
             time_ns: id * 1000,
             thread: ThreadRef(0),
             kind: EventKind::Return {
+                metrics: Default::default(),
                 method: MethodId(0),
                 depth: 1,
                 outcome: Outcome::Void,

@@ -80,6 +80,13 @@ impl<W: Write> SubsetWriter<W> {
         match &ev.kind {
             EventKind::ThreadStart | EventKind::ThreadEnd | EventKind::GcStart => {}
             EventKind::GcFinish { .. } | EventKind::Dropped { .. } => {}
+            EventKind::TraceWindow { .. }
+            | EventKind::PeriodEnd { .. }
+            | EventKind::Calibration { .. } => {}
+            EventKind::PeriodStart { stack, .. } => self.stack(*stack, syms),
+            EventKind::MonitorEnter { monitor, .. } | EventKind::MonitorExit { monitor, .. } => {
+                self.string(monitor.class, syms)
+            }
             EventKind::Sample {
                 stack, monitors, ..
             } => {

@@ -11,8 +11,8 @@ use crate::state::Threads;
 use crate::varint::{Cursor, Malformed};
 use crate::wire::*;
 use crate::{
-    Event, EventKind, Loc, MethodId, MethodSymbol, Monitor, Outcome, StackId, StackSymbol,
-    StringId, Symbol, SymbolTable, ThreadRef, ThreadState, ThreadSymbol, Value,
+    Event, EventKind, Loc, MethodId, MethodSymbol, Metrics, Monitor, Outcome, StackId, StackSymbol,
+    StringId, Symbol, SymbolTable, ThreadRef, ThreadState, ThreadSymbol, Value, WindowReason,
 };
 
 const NO_THREAD: u32 = u32::MAX;
@@ -164,12 +164,20 @@ impl ChunkDecoder {
                     } else {
                         Vec::new()
                     };
+                    let metrics = read_metrics(
+                        &mut c,
+                        x & CALL_CPU != 0,
+                        x & CALL_ALLOC != 0,
+                        &mut st.cpu_ns,
+                        &mut st.alloc_bytes,
+                    )?;
                     st.end_call(depth, method, time_ns);
                     EventKind::Call {
                         method: MethodId(method),
                         depth,
                         caller,
                         params,
+                        metrics,
                     }
                 }
                 OP_RETURN => {
@@ -211,12 +219,34 @@ impl ChunkDecoder {
                         },
                         _ => return Err(c.err("a known RETURN outcome")),
                     };
+                    let metrics = read_metrics(
+                        &mut c,
+                        x & RET_CPU != 0,
+                        x & RET_ALLOC != 0,
+                        &mut st.cpu_ns,
+                        &mut st.alloc_bytes,
+                    )?;
                     st.end_return(depth);
                     EventKind::Return {
                         method: MethodId(method),
                         depth,
                         outcome,
                         elapsed_ns,
+                        metrics,
+                    }
+                }
+                OP_MONITOR_ENTER | OP_MONITOR_EXIT => {
+                    let monitor = read_monitor(&mut c)?;
+                    let current = self.threads.get(thread, gen).depth;
+                    let depth = if kind_flag {
+                        read_depth(&mut c, current)?
+                    } else {
+                        current
+                    };
+                    if op == OP_MONITOR_ENTER {
+                        EventKind::MonitorEnter { monitor, depth }
+                    } else {
+                        EventKind::MonitorExit { monitor, depth }
                     }
                 }
                 _ => read_other_event(&mut c, op, kind_flag, self.pos)?,
@@ -376,6 +406,44 @@ fn read_other_event(
                 monitors,
             }
         }
+        OP_TRACE_WINDOW => {
+            no_flag(c)?;
+            let min_depth = c.u32()?;
+            let max_depth = match c.u64()? {
+                0 => None,
+                n => Some(u32::try_from(n - 1).map_err(|_| c.err("a depth below 2^32"))?),
+            };
+            let reason = match c.u8()? {
+                0 => WindowReason::Start,
+                1 => WindowReason::Narrow,
+                2 => WindowReason::Widen,
+                _ => return Err(c.err("a window reason code below 3")),
+            };
+            EventKind::TraceWindow {
+                min_depth,
+                max_depth,
+                reason,
+                rate_per_s: c.u64()?,
+            }
+        }
+        OP_PERIOD_START => {
+            no_flag(c)?;
+            EventKind::PeriodStart {
+                period: c.u32()?,
+                stack: StackId(c.u32()?),
+            }
+        }
+        OP_PERIOD_END => {
+            no_flag(c)?;
+            EventKind::PeriodEnd { period: c.u32()? }
+        }
+        OP_CALIBRATION => {
+            no_flag(c)?;
+            EventKind::Calibration {
+                record: c.string()?,
+                cost_ps: c.u64()?,
+            }
+        }
         _ => {
             return Err(Malformed {
                 offset: record_at,
@@ -383,6 +451,27 @@ fn read_other_event(
             })
         }
     })
+}
+
+/// The metrics an extras byte announced, undoing the delta encoding.
+#[inline]
+fn read_metrics(
+    c: &mut Cursor,
+    cpu: bool,
+    alloc: bool,
+    cpu_base: &mut u64,
+    alloc_base: &mut u64,
+) -> Result<Metrics, Malformed> {
+    let mut m = Metrics::NONE;
+    if cpu {
+        *cpu_base = cpu_base.wrapping_add(c.i64()? as u64);
+        m.cpu_ns = Some(*cpu_base);
+    }
+    if alloc {
+        *alloc_base = alloc_base.wrapping_add(c.i64()? as u64);
+        m.alloc_bytes = Some(*alloc_base);
+    }
+    Ok(m)
 }
 
 /// A depth written as a zigzag difference from the expected depth.

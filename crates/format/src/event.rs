@@ -181,6 +181,9 @@ pub enum EventKind {
         caller: Option<(MethodId, Loc)>,
         /// One value per parameter, `this` excluded, in declaration order.
         params: Vec<Value>,
+        /// The thread's CPU time and allocated bytes at entry, when the
+        /// recording measured them (`metrics=`).
+        metrics: Metrics,
     },
     /// A traced method returned, normally or by an exception.
     Return {
@@ -189,6 +192,9 @@ pub enum EventKind {
         outcome: Outcome,
         /// Wall time since the matching CALL.
         elapsed_ns: u64,
+        /// The thread's CPU time and allocated bytes at exit, when the
+        /// recording measured them.
+        metrics: Metrics,
     },
     /// An exception was thrown.
     Throw {
@@ -238,6 +244,90 @@ pub enum EventKind {
         /// of the frame that acquired it.
         monitors: Vec<(Monitor, u32)>,
     },
+    /// The depth window moved: from now on the thread's CALL and RETURN
+    /// events cover only frames whose depth lies in `min_depth..=max_depth`
+    /// (`depth=`, moved by `adapt=`). Emitted on the thread whose rate
+    /// triggered the move, but the window applies to all threads.
+    TraceWindow {
+        /// Shallowest traced depth (1 = the thread's first frame).
+        min_depth: u32,
+        /// Deepest traced depth; `None` for no bound.
+        max_depth: Option<u32>,
+        /// Why it moved.
+        reason: WindowReason,
+        /// The event rate (events per second) that triggered the move; 0
+        /// when no rate was measured (the initial window).
+        rate_per_s: u64,
+    },
+    /// A tracing period began (`period=ON/OFF`); `stack` is the thread's
+    /// stack at that moment (top frame first), so the period's calls can be
+    /// placed under the frames that were already open. One per thread.
+    PeriodStart { period: u32, stack: StackId },
+    /// A tracing period ended, for every thread.
+    PeriodEnd { period: u32 },
+    /// What emitting one record cost in the recording JVM, measured at
+    /// start-up (median of several rounds). `record` names the event type
+    /// measured (`CALL`, `RETURN`), or `*` for any record.
+    Calibration { record: String, cost_ps: u64 },
+    /// The thread acquired a monitor: a `monitorenter` in a traced method or
+    /// the entry of a traced `synchronized` method. `depth` is that of the
+    /// frame that holds it; calls made while it is held are deeper.
+    MonitorEnter { monitor: Monitor, depth: u32 },
+    /// The thread released a monitor it acquired at `depth`.
+    MonitorExit { monitor: Monitor, depth: u32 },
+}
+
+/// A thread's resource counters at a CALL or RETURN (`metrics=cpu,alloc`).
+/// Both count from the thread's start; a call's consumption is the
+/// difference between its RETURN's and its CALL's values. The file stores
+/// each as a delta against the thread's previous CALL/RETURN, so an absent
+/// metric costs nothing and a present one a byte or two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Metrics {
+    /// Thread CPU time (user + system), ns.
+    pub cpu_ns: Option<u64>,
+    /// Bytes the thread allocated on the Java heap.
+    pub alloc_bytes: Option<u64>,
+}
+
+impl Metrics {
+    /// No metrics measured.
+    pub const NONE: Metrics = Metrics {
+        cpu_ns: None,
+        alloc_bytes: None,
+    };
+}
+
+/// Why the depth window of a [`EventKind::TraceWindow`] moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WindowReason {
+    /// The window as configured (`depth=`), at the start of the recording.
+    Start,
+    /// The event rate was above the `adapt=` band: fewer depths traced.
+    Narrow,
+    /// The event rate was below the band: more depths traced.
+    Widen,
+}
+
+impl WindowReason {
+    /// Every reason, in encoding order.
+    pub const ALL: [WindowReason; 3] = [
+        WindowReason::Start,
+        WindowReason::Narrow,
+        WindowReason::Widen,
+    ];
+    /// Lower-case name for exporters: `start`, `narrow`, `widen`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WindowReason::Start => "start",
+            WindowReason::Narrow => "narrow",
+            WindowReason::Widen => "widen",
+        }
+    }
+    /// Position in [`WindowReason::ALL`] (also the on-disk code).
+    pub fn index(self) -> usize {
+        self as usize
+    }
 }
 
 impl EventKind {
@@ -259,11 +349,47 @@ impl EventKind {
             EventKind::GcFinish { .. } => "GC_FINISH",
             EventKind::Dropped { .. } => "DROPPED",
             EventKind::Sample { .. } => "SAMPLE",
+            EventKind::TraceWindow { .. } => "TRACE_WINDOW",
+            EventKind::PeriodStart { .. } => "PERIOD_START",
+            EventKind::PeriodEnd { .. } => "PERIOD_END",
+            EventKind::Calibration { .. } => "CALIBRATION",
+            EventKind::MonitorEnter { .. } => "MONITOR_ENTER",
+            EventKind::MonitorExit { .. } => "MONITOR_EXIT",
         }
     }
 }
 
-/// Every event type name, in tag order.
+impl EventKind {
+    /// Position of the event's type in [`EVENT_TYPE_NAMES`] (for type masks).
+    #[inline]
+    pub fn type_index(&self) -> usize {
+        match self {
+            EventKind::ThreadStart => 0,
+            EventKind::ThreadEnd => 1,
+            EventKind::ClassLoad { .. } => 2,
+            EventKind::Call { .. } => 3,
+            EventKind::Return { .. } => 4,
+            EventKind::Throw { .. } => 5,
+            EventKind::Catch { .. } => 6,
+            EventKind::MonitorContendedEnter { .. } => 7,
+            EventKind::MonitorContendedEntered { .. } => 8,
+            EventKind::MonitorWait { .. } => 9,
+            EventKind::MonitorWaited { .. } => 10,
+            EventKind::GcStart => 11,
+            EventKind::GcFinish { .. } => 12,
+            EventKind::Dropped { .. } => 13,
+            EventKind::Sample { .. } => 14,
+            EventKind::TraceWindow { .. } => 15,
+            EventKind::PeriodStart { .. } => 16,
+            EventKind::PeriodEnd { .. } => 17,
+            EventKind::Calibration { .. } => 18,
+            EventKind::MonitorEnter { .. } => 19,
+            EventKind::MonitorExit { .. } => 20,
+        }
+    }
+}
+
+/// Every event type name, in tag order (fewer than 32: type masks are u32).
 pub const EVENT_TYPE_NAMES: &[&str] = &[
     "THREAD_START",
     "THREAD_END",
@@ -280,4 +406,10 @@ pub const EVENT_TYPE_NAMES: &[&str] = &[
     "GC_FINISH",
     "DROPPED",
     "SAMPLE",
+    "TRACE_WINDOW",
+    "PERIOD_START",
+    "PERIOD_END",
+    "CALIBRATION",
+    "MONITOR_ENTER",
+    "MONITOR_EXIT",
 ];

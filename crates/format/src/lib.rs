@@ -55,7 +55,7 @@ pub struct TraceHeader {
     /// Wall-clock start, ns since the Unix epoch; event times count from here.
     pub start_unix_ns: u64,
     /// Free-form facts: `jvm` (version string), `command`, `agent_options`,
-    /// later `calibration_ns_per_record` and such.
+    /// and such (the measured cost of a record is a CALIBRATION event).
     pub properties: Vec<(String, String)>,
 }
 

@@ -27,6 +27,11 @@ pub(crate) struct ThreadState {
     pub depth: u32,
     /// Open CALLs of this chunk, innermost last, depths strictly increasing.
     frames: Vec<Frame>,
+    /// CPU time of the thread's last CALL/RETURN with one in this chunk
+    /// (0 before it): the base of the next CPU delta.
+    pub cpu_ns: u64,
+    /// Allocated bytes likewise.
+    pub alloc_bytes: u64,
 }
 
 impl ThreadState {
@@ -37,6 +42,8 @@ impl ThreadState {
             self.generation = generation;
             self.depth = 0;
             self.frames.clear();
+            self.cpu_ns = 0;
+            self.alloc_bytes = 0;
         }
     }
 
@@ -142,6 +149,8 @@ impl Threads {
             s.generation = 0;
             s.depth = 0;
             s.frames.clear();
+            s.cpu_ns = 0;
+            s.alloc_bytes = 0;
         }
     }
 }

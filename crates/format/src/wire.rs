@@ -59,7 +59,8 @@ pub const F_THREAD: u8 = 0x20;
 /// The event's id is not the previous id + 1: a varint with the gap follows.
 pub const F_ID: u8 = 0x40;
 /// Kind-specific: CALL/RETURN "an extras byte follows", THROW "has a catch
-/// site", MONITOR_CONTENDED_ENTER "has an owner", MONITOR_WAITED "timed out".
+/// site", MONITOR_CONTENDED_ENTER "has an owner", MONITOR_WAITED "timed out",
+/// MONITOR_ENTER/EXIT "the depth is written".
 pub const F_KIND: u8 = 0x80;
 
 pub const OP_STRING: u8 = 0;
@@ -84,6 +85,19 @@ pub const OP_SAMPLE: u8 = 17;
 /// A stack symbol record (added after version 1's first release: older
 /// readers reject a chunk holding one as "a known record type").
 pub const OP_STACK: u8 = 18;
+// 19 is BYTECODE.
+/// The depth window moved: min depth, max depth (0 = none), reason, rate.
+pub const OP_TRACE_WINDOW: u8 = 20;
+/// A tracing period began on a thread: period number, stack handle.
+pub const OP_PERIOD_START: u8 = 21;
+/// A tracing period ended: period number.
+pub const OP_PERIOD_END: u8 = 22;
+/// The measured cost of emitting a record: event type name, picoseconds.
+pub const OP_CALIBRATION: u8 = 23;
+/// A monitor acquired; K: the depth differs from the thread's current one.
+pub const OP_MONITOR_ENTER: u8 = 24;
+/// A monitor released; K as for MONITOR_ENTER.
+pub const OP_MONITOR_EXIT: u8 = 25;
 
 // CALL extras byte.
 /// Depth differs from the expected one: zigzag(depth - expected) follows.
@@ -95,7 +109,12 @@ pub const CALL_CALLER: u8 = 0x02;
 pub const CALL_CALLER_METHOD: u8 = 0x04;
 /// A parameter count and values follow.
 pub const CALL_PARAMS: u8 = 0x08;
-pub const CALL_KNOWN: u8 = 0x0f;
+/// The thread's CPU time follows, as a zigzag delta against its previous
+/// CALL/RETURN with CPU time in the chunk (0 before the first).
+pub const CALL_CPU: u8 = 0x10;
+/// The thread's allocated bytes follow, as a zigzag delta likewise.
+pub const CALL_ALLOC: u8 = 0x20;
+pub const CALL_KNOWN: u8 = 0x3f;
 
 // RETURN extras byte.
 /// Depth differs from the thread's current depth: zigzag delta follows.
@@ -107,7 +126,11 @@ pub const RET_ELAPSED: u8 = 0x04;
 /// Two bits of outcome: 0 void, 1 value, 2 exception.
 pub const RET_OUTCOME_SHIFT: u8 = 3;
 pub const RET_OUTCOME_MASK: u8 = 0x18;
-pub const RET_KNOWN: u8 = 0x1f;
+/// CPU time delta follows (as [`CALL_CPU`]).
+pub const RET_CPU: u8 = 0x20;
+/// Allocated bytes delta follows (as [`CALL_ALLOC`]).
+pub const RET_ALLOC: u8 = 0x40;
+pub const RET_KNOWN: u8 = 0x7f;
 
 // Value tags.
 pub const V_NULL: u8 = 0;

@@ -19,8 +19,8 @@ use crate::state::Threads;
 use crate::varint::{put_i64, put_str, put_u64};
 use crate::wire::*;
 use crate::{
-    ChunkInfo, Event, EventKind, FormatError, Loc, MethodId, Monitor, Outcome, StackId, StringId,
-    Symbol, ThreadRef, TraceHeader, Value,
+    ChunkInfo, Event, EventKind, FormatError, Loc, MethodId, Metrics, Monitor, Outcome, StackId,
+    StringId, Symbol, ThreadRef, TraceHeader, Value,
 };
 
 /// "No thread yet in this chunk": never a valid handle (handles are below
@@ -376,6 +376,7 @@ impl<W: Write> TraceWriter<W> {
                 depth,
                 caller,
                 params,
+                metrics,
             } => {
                 let st = self.threads.get(t, gen);
                 let expected = st.depth.wrapping_add(1);
@@ -392,6 +393,12 @@ impl<W: Write> TraceWriter<W> {
                 }
                 if !params.is_empty() {
                     x |= CALL_PARAMS;
+                }
+                if metrics.cpu_ns.is_some() {
+                    x |= CALL_CPU;
+                }
+                if metrics.alloc_bytes.is_some() {
+                    x |= CALL_ALLOC;
                 }
                 if x == 0 {
                     head(buf, OP_CALL);
@@ -415,6 +422,7 @@ impl<W: Write> TraceWriter<W> {
                         put_value(buf, p);
                     }
                 }
+                put_metrics(buf, metrics, &mut st.cpu_ns, &mut st.alloc_bytes);
                 st.end_call(*depth, method.0, ev.time_ns);
             }
             EventKind::Return {
@@ -422,6 +430,7 @@ impl<W: Write> TraceWriter<W> {
                 depth,
                 outcome,
                 elapsed_ns,
+                metrics,
             } => {
                 let st = self.threads.get(t, gen);
                 let expected = st.depth;
@@ -446,6 +455,12 @@ impl<W: Write> TraceWriter<W> {
                     Outcome::Value(_) => 1 << RET_OUTCOME_SHIFT,
                     Outcome::Exception { .. } => 2 << RET_OUTCOME_SHIFT,
                 };
+                if metrics.cpu_ns.is_some() {
+                    x |= RET_CPU;
+                }
+                if metrics.alloc_bytes.is_some() {
+                    x |= RET_ALLOC;
+                }
                 if x == 0 {
                     head(buf, OP_RETURN);
                 } else {
@@ -466,6 +481,7 @@ impl<W: Write> TraceWriter<W> {
                     Outcome::Value(v) => put_value(buf, v),
                     Outcome::Exception { class } => put_u64(buf, u64::from(class.0)),
                 }
+                put_metrics(buf, metrics, &mut st.cpu_ns, &mut st.alloc_bytes);
                 st.end_return(*depth);
             }
             EventKind::ThreadStart => head(buf, OP_THREAD_START),
@@ -568,6 +584,49 @@ impl<W: Write> TraceWriter<W> {
                     put_u64(buf, u64::from(*depth));
                 }
             }
+            EventKind::TraceWindow {
+                min_depth,
+                max_depth,
+                reason,
+                rate_per_s,
+            } => {
+                head(buf, OP_TRACE_WINDOW);
+                put_u64(buf, u64::from(*min_depth));
+                put_u64(buf, max_depth.map_or(0, |m| u64::from(m) + 1));
+                buf.push(reason.index() as u8);
+                put_u64(buf, *rate_per_s);
+            }
+            EventKind::PeriodStart { period, stack } => {
+                head(buf, OP_PERIOD_START);
+                put_u64(buf, u64::from(*period));
+                put_u64(buf, u64::from(stack.0));
+            }
+            EventKind::PeriodEnd { period } => {
+                head(buf, OP_PERIOD_END);
+                put_u64(buf, u64::from(*period));
+            }
+            EventKind::Calibration { record, cost_ps } => {
+                head(buf, OP_CALIBRATION);
+                put_str(buf, record);
+                put_u64(buf, *cost_ps);
+            }
+            EventKind::MonitorEnter { monitor, depth }
+            | EventKind::MonitorExit { monitor, depth } => {
+                let op = if matches!(ev.kind, EventKind::MonitorEnter { .. }) {
+                    OP_MONITOR_ENTER
+                } else {
+                    OP_MONITOR_EXIT
+                };
+                let current = self.threads.get(t, gen).depth;
+                if *depth == current {
+                    head(buf, op);
+                    put_monitor(buf, monitor);
+                } else {
+                    head(buf, op | F_KIND);
+                    put_monitor(buf, monitor);
+                    put_i64(buf, i64::from(*depth) - i64::from(current));
+                }
+            }
         }
 
         self.cur_thread = t;
@@ -662,6 +721,13 @@ impl<W: Write> TraceWriter<W> {
                     d.string(m.class, gen, buf)?;
                 }
             }
+            EventKind::PeriodStart { stack, .. } => d.stack(*stack, gen, buf)?,
+            EventKind::MonitorEnter { monitor, .. } | EventKind::MonitorExit { monitor, .. } => {
+                d.string(monitor.class, gen, buf)?
+            }
+            EventKind::TraceWindow { .. }
+            | EventKind::PeriodEnd { .. }
+            | EventKind::Calibration { .. } => {}
         }
         Ok(())
     }
@@ -759,6 +825,20 @@ impl<W: Write> TraceWriter<W> {
 fn put_loc(buf: &mut Vec<u8>, loc: &Loc) {
     put_i64(buf, i64::from(loc.bci));
     put_u64(buf, loc.line.map_or(0, |l| u64::from(l) + 1));
+}
+
+/// The metrics of a CALL or RETURN whose extras byte announced them, as
+/// deltas against the thread's previous values in this chunk.
+#[inline]
+fn put_metrics(buf: &mut Vec<u8>, m: &Metrics, cpu_base: &mut u64, alloc_base: &mut u64) {
+    if let Some(cpu) = m.cpu_ns {
+        put_i64(buf, cpu.wrapping_sub(*cpu_base) as i64);
+        *cpu_base = cpu;
+    }
+    if let Some(alloc) = m.alloc_bytes {
+        put_i64(buf, alloc.wrapping_sub(*alloc_base) as i64);
+        *alloc_base = alloc;
+    }
 }
 
 #[inline]

@@ -45,6 +45,7 @@ pub fn tiny_trace() -> Vec<u8> {
         time_ns: 1_000,
         thread: ThreadRef(0),
         kind: EventKind::Call {
+            metrics: Default::default(),
             method: MethodId(0),
             depth: 1,
             caller: None,
@@ -56,6 +57,7 @@ pub fn tiny_trace() -> Vec<u8> {
         time_ns: 1_250,
         thread: ThreadRef(0),
         kind: EventKind::Return {
+            metrics: Default::default(),
             method: MethodId(0),
             depth: 1,
             outcome: Outcome::Void,

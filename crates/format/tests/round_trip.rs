@@ -22,6 +22,9 @@ fn every_event_kind_and_value_variant_round_trips() {
     names.sort();
     names.dedup();
     assert_eq!(names.len(), EVENT_TYPE_NAMES.len());
+    for e in &back {
+        assert_eq!(EVENT_TYPE_NAMES[e.kind.type_index()], e.kind.type_name());
+    }
     // And the symbols needed to show them came along.
     assert_eq!(syms.thread_name(T_WORKER), "worker-1 «ü»");
     let add = syms.method(M_ADD).expect("method symbol");
@@ -51,6 +54,7 @@ fn nan_keeps_its_bits() {
         time_ns: 0,
         thread: T_MAIN,
         kind: EventKind::Call {
+            metrics: Default::default(),
             method: M_ADD,
             depth: 1,
             caller: None,
@@ -129,6 +133,7 @@ fn implicit_fields_cost_nothing_on_a_plain_call_return_pair() {
                 time_ns: t,
                 thread: T_MAIN,
                 kind: EventKind::Call {
+                    metrics: Default::default(),
                     method: M_ADD,
                     depth: 1,
                     caller: None,
@@ -140,6 +145,7 @@ fn implicit_fields_cost_nothing_on_a_plain_call_return_pair() {
                 time_ns: t + 50,
                 thread: T_MAIN,
                 kind: EventKind::Return {
+                    metrics: Default::default(),
                     method: M_ADD,
                     depth: 1,
                     outcome: Outcome::Void,
@@ -204,6 +210,7 @@ fn writer_rejects_undefined_symbols_and_stays_consistent() {
         time_ns: id * 10,
         thread,
         kind: EventKind::Call {
+            metrics: Default::default(),
             method,
             depth: 1,
             caller: None,
@@ -304,4 +311,120 @@ fn a_repeated_stack_costs_a_few_bytes_per_sample() {
     // 8 bytes, plus the file header and the one stack record spread out.
     let per_sample = bytes.len() as f64 / 1000.0;
     assert!(per_sample < 9.0, "{per_sample} bytes per sample");
+}
+
+#[test]
+fn metrics_cost_nothing_when_absent_and_are_deltas_when_present() {
+    let call = |id: u64, t: u64, metrics: Metrics| Event {
+        id,
+        time_ns: t,
+        thread: T_MAIN,
+        kind: EventKind::Call {
+            metrics,
+            method: M_ADD,
+            depth: 1,
+            caller: None,
+            params: vec![],
+        },
+    };
+    let ret = |id: u64, t: u64, metrics: Metrics| Event {
+        id,
+        time_ns: t,
+        thread: T_MAIN,
+        kind: EventKind::Return {
+            metrics,
+            method: M_ADD,
+            depth: 1,
+            outcome: Outcome::Void,
+            elapsed_ns: 10,
+        },
+    };
+    let m = |cpu: u64, alloc: u64| Metrics {
+        cpu_ns: Some(cpu),
+        alloc_bytes: Some(alloc),
+    };
+    let size = |events: &[Event]| write(&symbols(), events, DEFAULT_CHUNK_BYTES).len();
+    // A thread 1 s into its life that has allocated 100 MB: the first pair
+    // in the chunk pays for the absolute values, the next ones only for
+    // small deltas (CPU +40 ns, +24 bytes per call).
+    let plain: Vec<Event> = (0..200)
+        .flat_map(|i| {
+            [
+                call(2 * i, 100 * i, Metrics::NONE),
+                ret(2 * i + 1, 100 * i + 10, Metrics::NONE),
+            ]
+        })
+        .collect();
+    let with: Vec<Event> = (0..200)
+        .flat_map(|i| {
+            [
+                call(
+                    2 * i,
+                    100 * i,
+                    m(1_000_000_000 + 80 * i, 100_000_000 + 48 * i),
+                ),
+                ret(
+                    2 * i + 1,
+                    100 * i + 10,
+                    m(1_000_000_000 + 80 * i + 40, 100_000_000 + 48 * i + 24),
+                ),
+            ]
+        })
+        .collect();
+    let extra = size(&with) - size(&plain);
+    // Per event: the extras byte and two one-byte deltas, plus the first
+    // event's absolute values once.
+    assert!(extra <= 400 * 3 + 16, "{extra} extra bytes for 400 events");
+    let (back, diags, _) = read(&write(&symbols(), &with, DEFAULT_CHUNK_BYTES));
+    assert_eq!(diags, vec![]);
+    assert_eq!(back, with);
+}
+
+#[test]
+fn monitor_enter_at_the_current_depth_leaves_the_depth_out() {
+    let mon = Monitor {
+        class: S_OBJECT,
+        hash: 7,
+    };
+    let ev = |id: u64, kind: EventKind| Event {
+        id,
+        time_ns: id,
+        thread: T_MAIN,
+        kind,
+    };
+    let call = ev(
+        0,
+        EventKind::Call {
+            metrics: Metrics::NONE,
+            method: M_ADD,
+            depth: 4,
+            caller: None,
+            params: vec![],
+        },
+    );
+    let implicit = vec![
+        call.clone(),
+        ev(
+            1,
+            EventKind::MonitorEnter {
+                monitor: mon,
+                depth: 4,
+            },
+        ),
+    ];
+    let explicit = vec![
+        call,
+        ev(
+            1,
+            EventKind::MonitorEnter {
+                monitor: mon,
+                depth: 2,
+            },
+        ),
+    ];
+    let a = write(&symbols(), &implicit, DEFAULT_CHUNK_BYTES);
+    let b = write(&symbols(), &explicit, DEFAULT_CHUNK_BYTES);
+    assert_eq!(b.len(), a.len() + 1, "one svarint for the depth difference");
+    assert_eq!(read(&a).0, implicit);
+    assert_eq!(read(&b).0, explicit);
 }

@@ -131,6 +131,7 @@ pub fn realistic(n_events: usize, seed: u64) -> Recording {
                 let m = by_rank[rank.min(METHODS as usize - 1)];
                 th.stack.push((m, th.clock));
                 EventKind::Call {
+                    metrics: Default::default(),
                     method: MethodId(m),
                     depth: depth + 1,
                     caller: None,
@@ -139,6 +140,7 @@ pub fn realistic(n_events: usize, seed: u64) -> Recording {
             } else {
                 let (m, at) = th.stack.pop().unwrap_or((0, th.clock));
                 EventKind::Return {
+                    metrics: Default::default(),
                     method: MethodId(m),
                     depth,
                     outcome: Outcome::Void,

@@ -202,6 +202,7 @@ pub fn all_kinds() -> Vec<Event> {
         (
             T_MAIN,
             EventKind::Call {
+                metrics: Default::default(),
                 method: M_MAIN,
                 depth: 1,
                 caller: None,
@@ -214,6 +215,7 @@ pub fn all_kinds() -> Vec<Event> {
         (
             T_MAIN,
             EventKind::Call {
+                metrics: Default::default(),
                 method: M_ADD,
                 depth: 2,
                 caller: Some((M_MAIN, loc(17, Some(42)))),
@@ -223,6 +225,7 @@ pub fn all_kinds() -> Vec<Event> {
         (
             T_MAIN,
             EventKind::Return {
+                metrics: Default::default(),
                 method: M_ADD,
                 depth: 2,
                 outcome: Outcome::Value(Value::Boxed {
@@ -235,6 +238,7 @@ pub fn all_kinds() -> Vec<Event> {
         (
             T_MAIN,
             EventKind::Call {
+                metrics: Default::default(),
                 method: M_ADD,
                 depth: 5,
                 caller: Some((M_ADD, loc(-1, None))),
@@ -254,6 +258,7 @@ pub fn all_kinds() -> Vec<Event> {
         (
             T_MAIN,
             EventKind::Return {
+                metrics: Default::default(),
                 method: M_ADD,
                 depth: 5,
                 outcome: Outcome::Exception { class: S_ISE },
@@ -350,6 +355,7 @@ pub fn all_kinds() -> Vec<Event> {
         (
             T_WORKER,
             EventKind::Return {
+                metrics: Default::default(),
                 method: M_MAIN,
                 depth: 0,
                 outcome: Outcome::Value(Value::Unavailable),
@@ -359,6 +365,7 @@ pub fn all_kinds() -> Vec<Event> {
         (
             T_MAIN,
             EventKind::Return {
+                metrics: Default::default(),
                 method: M_MAIN,
                 depth: 1,
                 outcome: Outcome::Void,
@@ -368,10 +375,106 @@ pub fn all_kinds() -> Vec<Event> {
         (
             T_MAIN,
             EventKind::Call {
+                metrics: Default::default(),
                 method: M_ADD,
                 depth: u32::MAX,
                 caller: None,
                 params: vec![],
+            },
+        ),
+        (
+            T_MAIN,
+            EventKind::MonitorEnter {
+                monitor: mon,
+                depth: u32::MAX,
+            },
+        ),
+        (
+            T_MAIN,
+            EventKind::MonitorExit {
+                monitor: mon,
+                depth: 3,
+            },
+        ),
+        (
+            T_MAIN,
+            EventKind::Call {
+                metrics: Metrics {
+                    cpu_ns: Some(1_000),
+                    alloc_bytes: None,
+                },
+                method: M_ADD,
+                depth: 2,
+                caller: None,
+                params: vec![],
+            },
+        ),
+        (
+            T_MAIN,
+            EventKind::Return {
+                // CPU time going backwards and a counter at its maximum
+                // still round-trip (deltas wrap).
+                metrics: Metrics {
+                    cpu_ns: Some(900),
+                    alloc_bytes: Some(u64::MAX),
+                },
+                method: M_ADD,
+                depth: 2,
+                outcome: Outcome::Void,
+                elapsed_ns: 7,
+            },
+        ),
+        (
+            T_WORKER,
+            EventKind::Call {
+                metrics: Metrics {
+                    cpu_ns: Some(5),
+                    alloc_bytes: Some(48),
+                },
+                method: M_ADD,
+                depth: 1,
+                caller: None,
+                params: vec![Value::Int(3)],
+            },
+        ),
+        (
+            T_WORKER,
+            EventKind::TraceWindow {
+                min_depth: 1,
+                max_depth: None,
+                reason: WindowReason::Start,
+                rate_per_s: 0,
+            },
+        ),
+        (
+            T_WORKER,
+            EventKind::TraceWindow {
+                min_depth: 3,
+                max_depth: Some(u32::MAX),
+                reason: WindowReason::Narrow,
+                rate_per_s: 250_000,
+            },
+        ),
+        (
+            T_MAIN,
+            EventKind::PeriodStart {
+                period: 0,
+                stack: STACK_WORKER,
+            },
+        ),
+        (T_MAIN, EventKind::PeriodEnd { period: u32::MAX }),
+        (
+            T_MAIN,
+            EventKind::Calibration {
+                record: "CALL".into(),
+                cost_ps: 41_250,
+            },
+        ),
+        (
+            T_MAIN,
+            EventKind::Calibration {
+                record: "*".into(),
+                cost_ps: 0,
             },
         ),
         (T_WORKER, EventKind::ThreadEnd),
@@ -419,6 +522,7 @@ pub fn multi_chunk(n: usize, chunk_bytes: usize) -> (Vec<Event>, Vec<u8>) {
             thread: if i % 7 < 4 { T_MAIN } else { T_WORKER },
             kind: if i % 2 == 0 {
                 EventKind::Call {
+                    metrics: Default::default(),
                     method: if i % 4 == 0 { M_ADD } else { M_MAIN },
                     depth: 1,
                     caller: None,
@@ -426,6 +530,7 @@ pub fn multi_chunk(n: usize, chunk_bytes: usize) -> (Vec<Event>, Vec<u8>) {
                 }
             } else {
                 EventKind::Return {
+                    metrics: Default::default(),
                     method: if i % 4 == 1 { M_ADD } else { M_MAIN },
                     depth: 1,
                     outcome: Outcome::Void,

@@ -72,6 +72,7 @@ pub fn enter(
         agent,
         time_ns,
         EventKind::Call {
+            metrics: Default::default(),
             method,
             depth,
             caller,
@@ -116,6 +117,7 @@ pub fn exit(
         agent,
         time_ns,
         EventKind::Return {
+            metrics: Default::default(),
             method,
             depth,
             outcome,
