@@ -1,11 +1,13 @@
 //! The agent's global state and its life: start in `Agent_OnLoad`, go live
 //! at VMInit, stop at VMDeath (or `Agent_OnUnload` when the VM never got
-//! that far).
+//! that far) — or start in `Agent_OnAttach` in a running JVM and stop on
+//! `vmview attach PID stop` ([`crate::control`]).
 //!
-//! There is exactly one agent per JVM, reached from every callback through
-//! a `static`. Callbacks do nothing until VMInit (`live()` is `None`) and
-//! nothing after VMDeath, when the writer thread has been stopped and the
-//! trace finished.
+//! There is one current recording per JVM, reached from every callback
+//! through a `static`. Callbacks do nothing until it is live (`live()` is
+//! `None`) and nothing after it stopped, when the writer thread has been
+//! stopped and the trace finished. A stopped recording may be followed by
+//! another ([`start_attached`]); the JVMTI environment is shared by all.
 
 use crate::buffers::Buffers;
 use crate::callbacks;
@@ -21,7 +23,7 @@ use crate::values::Fields;
 use crate::writer::WriterThread;
 use std::fs::File;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 use vmview_format::TraceHeader;
 use vmview_options::{
@@ -32,6 +34,11 @@ const LOADED: u8 = 0;
 const LIVE: u8 = 1;
 const STOPPED: u8 = 2;
 
+/// One recording: its options, file, buffers, symbols and writer. The
+/// first one starts in `Agent_OnLoad` (or in `Agent_OnAttach`); after it
+/// stops, `vmview attach PID` may start another in the same JVM, which
+/// gets a fresh `Agent` (the old one stays allocated, stopped, so a
+/// callback still holding it does nothing harmful).
 pub struct Agent {
     pub jvmti: Jvmti,
     pub options: AgentOptions,
@@ -45,24 +52,48 @@ pub struct Agent {
     pub fields: OnceLock<Fields>,
     /// When the current GC pause began.
     pub gc_start: AtomicU64,
+    /// Numbers the recordings of this JVM from 1: per-thread state and
+    /// JVMTI tags of an earlier recording are recognised by it and ignored.
+    pub generation: u32,
+    /// Started by `Agent_OnAttach` (in the live phase): problems go to the
+    /// control reply instead of the JVM's stderr.
+    pub attached: bool,
+    /// The trace file, expanded.
+    pub path: String,
+    /// The option string as given (a `dump` starts the next recording
+    /// from it).
+    pub raw_options: String,
+    /// What an attached recording cannot record in this JVM, one line each.
+    pub notes: Vec<String>,
+    /// Subtracted from event times, so each recording's times start near 0.
+    pub time_origin_ns: u64,
+    /// Events written so far (for `vmview attach PID status`).
+    pub written: AtomicU64,
+    /// The stack sampler's stop flag.
+    pub sampler: crate::sampler::Control,
     phase: AtomicU8,
     writer: Mutex<Option<WriterThread>>,
     reported: AtomicBool,
 }
 
-static AGENT: OnceLock<Agent> = OnceLock::new();
+/// The current recording; never freed once set (see [`Agent`]).
+static AGENT: AtomicPtr<Agent> = AtomicPtr::new(std::ptr::null_mut());
+/// The agent's one JVMTI environment: capabilities, callbacks and tags
+/// outlive a recording.
+static ENV: OnceLock<Jvmti> = OnceLock::new();
+static NEXT_GENERATION: AtomicU32 = AtomicU32::new(1);
 
-/// The agent, once `Agent_OnLoad` succeeded.
+/// The current (or last) recording, once one was set up.
 pub fn get() -> Option<&'static Agent> {
-    AGENT.get()
+    // SAFETY: the pointer comes from `Box::leak` in `create` and is never
+    // freed.
+    unsafe { AGENT.load(Ordering::Acquire).as_ref() }
 }
 
-/// The agent while it records (between VMInit and VMDeath).
+/// The agent while it records (between VMInit, or attach, and its stop).
 #[inline]
 pub fn live() -> Option<&'static Agent> {
-    AGENT
-        .get()
-        .filter(|a| a.phase.load(Ordering::Acquire) == LIVE)
+    get().filter(|a| a.is_live())
 }
 
 /// Runs an FFI entry point's body, so that a panic is counted instead of
@@ -82,18 +113,15 @@ pub fn guard(entry: &'static str, f: impl FnOnce()) {
 /// `vm` must be the JavaVM* passed to `Agent_OnLoad`.
 pub unsafe fn load(vm: *mut sys::JavaVM, raw_options: &str) -> Result<(), String> {
     let options = AgentOptions::parse(raw_options).map_err(|e| e.to_string())?;
-    if AGENT.get().is_some() {
+    if ENV.get().is_some() {
         return Err("the agent is loaded twice; give -agentpath only once".to_string());
     }
     let jvmti = get_env(vm)?;
-    // The bindings come from JDK 25's header, but everything the agent calls
-    // exists since JVMTI 1.2 (JDK 6). A call to anything newer must first
-    // compare this version (it is also recorded in the trace header).
-    let jvmti_version = jvmti.version_number().map_err(|e| e.to_string())?;
     let capture = capture::for_mode(options.mode);
-    let caps = capabilities(&options, capture);
-    if let Ok(potential) = jvmti.potential_capabilities() {
-        let missing = missing_capabilities(&caps, &potential);
+    let potential = jvmti.potential_capabilities().ok();
+    let caps = capabilities(&options, capture, potential.as_ref());
+    if let Some(potential) = &potential {
+        let missing = missing_capabilities(&caps, potential);
         if !missing.is_empty() {
             return Err(format!(
                 "this JVM cannot give events={} the JVMTI capabilities {} (is another agent holding them?)",
@@ -108,8 +136,120 @@ pub unsafe fn load(vm: *mut sys::JavaVM, raw_options: &str) -> Result<(), String
             options.events
         )
     })?;
+    install_callbacks(jvmti, true)?;
+    let _ = ENV.set(jvmti);
+    create(jvmti, options, raw_options, false, Vec::new())?;
+    Ok(())
+}
 
+/// Starts a recording in a running JVM (`Agent_OnAttach`, live phase).
+/// Event groups the JVM cannot give an attached agent are left out and
+/// named in [`Agent::notes`] instead of failing.
+///
+/// # Safety
+/// `vm` must be the JavaVM* passed to `Agent_OnAttach`, `jni` the calling
+/// thread's environment. `attached` false keeps reporting problems on the
+/// JVM's stderr (a `dump` of a recording started with `-agentpath`).
+pub unsafe fn start_attached(
+    vm: *mut sys::JavaVM,
+    jni: Jni,
+    raw_options: &str,
+    attached: bool,
+) -> Result<&'static Agent, String> {
+    let mut options = AgentOptions::parse(raw_options).map_err(|e| e.to_string())?;
+    if let Some(a) = get().filter(|a| a.phase.load(Ordering::Acquire) != STOPPED) {
+        return Err(format!(
+            "a recording is already running into {}; stop it first (vmview attach PID stop)",
+            a.path
+        ));
+    }
+    let jvmti = match ENV.get() {
+        Some(j) => *j,
+        None => {
+            let j = get_env(vm)?;
+            install_callbacks(j, false)?;
+            *ENV.get_or_init(|| j)
+        }
+    };
+    let capture = capture::for_mode(options.mode);
+    let potential = jvmti
+        .potential_capabilities()
+        .map_err(|e| format!("cannot ask this JVM for JVMTI capabilities: {e}"))?;
+    let mut notes = Vec::new();
+    for group in options.events.iter() {
+        let mut alone = options.clone();
+        alone.events = vmview_options::EventSet::EMPTY.with(group);
+        let missing =
+            missing_capabilities(&capabilities(&alone, capture, Some(&potential)), &potential);
+        if !missing.is_empty() {
+            options.events = options.events.without(group);
+            notes.push(format!(
+                "{} not recorded: this JVM grants {} only to agents loaded at startup (use vmview record{})",
+                group.name(),
+                missing.join(", "),
+                if group == EventGroup::Calls && options.mode == CaptureMode::Jvmti {
+                    ", or mode=bci"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    let caps = capabilities(&options, capture, Some(&potential));
+    if options.events.contains(EventGroup::Samples)
+        && caps.can_get_owned_monitor_stack_depth_info() == 0
+    {
+        notes.push(
+            "samples do not list the monitors each thread holds: this JVM grants \
+             can_get_owned_monitor_stack_depth_info only to agents loaded at startup"
+                .to_string(),
+        );
+    }
+    jvmti.add_capabilities(&caps).map_err(|e| {
+        format!("this JVM does not grant the JVMTI capabilities the recording needs ({e})")
+    })?;
+    let agent = create(jvmti, options, raw_options, attached, notes)?;
+    agent.start_recording(jni);
+    Ok(agent)
+}
+
+/// Sets the callbacks and the events that bracket a recording: VMInit
+/// (when loaded at startup) and VMDeath, which finishes the trace.
+fn install_callbacks(jvmti: Jvmti, at_startup: bool) -> Result<(), String> {
+    // SAFETY: all-zero is "no callback" for every entry.
+    let mut cb: sys::jvmtiEventCallbacks = unsafe { std::mem::zeroed() };
+    callbacks::install(&mut cb);
+    // Every capture's callbacks: a later recording may use the other mode.
+    for mode in [CaptureMode::Bci, CaptureMode::Jvmti] {
+        capture::for_mode(mode).install_callbacks(&mut cb);
+    }
+    let setup = || -> crate::jvmti::Result<()> {
+        jvmti.set_event_callbacks(&cb)?;
+        if at_startup {
+            jvmti.set_event(true, sys::JVMTI_EVENT_VM_INIT)?;
+        }
+        jvmti.set_event(true, sys::JVMTI_EVENT_VM_DEATH)
+    };
+    setup().map_err(|e| format!("cannot register JVMTI callbacks: {e}"))
+}
+
+/// A new recording: its file, header and writer thread. It becomes the
+/// current one, not yet live.
+fn create(
+    jvmti: Jvmti,
+    options: AgentOptions,
+    raw_options: &str,
+    attached: bool,
+    notes: Vec<String>,
+) -> Result<&'static Agent, String> {
+    // The bindings come from JDK 25's header, but everything the agent calls
+    // exists since JVMTI 1.2 (JDK 6). A call to anything newer must first
+    // compare this version (it is also recorded in the trace header).
+    let jvmti_version = jvmti.version_number().map_err(|e| e.to_string())?;
+    let capture = capture::for_mode(options.mode);
+    let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
     let start_unix_ns = clock::start();
+    let time_origin_ns = if generation == 1 { 0 } else { clock::now_ns() };
     let secs = (start_unix_ns / 1_000_000_000) as i64;
     let civil = CivilTime::from_unix(secs, clock::local_utc_offset(secs));
     let path = expand_file_pattern(&options.file, std::process::id(), civil);
@@ -125,6 +265,9 @@ pub unsafe fn load(vm: *mut sys::JavaVM, raw_options: &str) -> Result<(), String
         ("capture".to_string(), capture.name().to_string()),
         ("jvmti_version".to_string(), format_version(jvmti_version)),
     ];
+    if attached {
+        properties.push(("attached".to_string(), "true".to_string()));
+    }
     for (key, prop) in [
         ("jvm", "java.vm.version"),
         ("jvm_name", "java.vm.name"),
@@ -142,7 +285,7 @@ pub unsafe fn load(vm: *mut sys::JavaVM, raw_options: &str) -> Result<(), String
         properties,
     };
 
-    let agent = Agent {
+    let agent: &'static Agent = Box::leak(Box::new(Agent {
         jvmti,
         buffers: Buffers::new(options.buffer),
         options,
@@ -153,27 +296,24 @@ pub unsafe fn load(vm: *mut sys::JavaVM, raw_options: &str) -> Result<(), String
         problems: Problems::default(),
         fields: OnceLock::new(),
         gc_start: AtomicU64::new(0),
+        generation,
+        attached,
+        path,
+        raw_options: raw_options.to_string(),
+        notes,
+        time_origin_ns,
+        written: AtomicU64::new(0),
+        sampler: Default::default(),
         phase: AtomicU8::new(LOADED),
         writer: Mutex::new(None),
         reported: AtomicBool::new(false),
-    };
-    let _ = AGENT.set(agent);
-    let agent = AGENT.get().ok_or("agent state lost")?;
-
-    let mut cb: sys::jvmtiEventCallbacks = std::mem::zeroed();
-    callbacks::install(&mut cb);
-    capture.install_callbacks(&mut cb);
-    let setup = || -> crate::jvmti::Result<()> {
-        jvmti.set_event_callbacks(&cb)?;
-        jvmti.set_event(true, sys::JVMTI_EVENT_VM_INIT)?;
-        jvmti.set_event(true, sys::JVMTI_EVENT_VM_DEATH)
-    };
-    setup().map_err(|e| format!("cannot register JVMTI callbacks: {e}"))?;
+    }));
+    AGENT.store(std::ptr::from_ref(agent).cast_mut(), Ordering::Release);
 
     let writer = WriterThread::spawn(agent, file, header)
         .map_err(|e| format!("cannot start the writer thread: {e}"))?;
     *agent.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer);
-    Ok(())
+    Ok(agent)
 }
 
 fn get_env(vm: *mut sys::JavaVM) -> Result<Jvmti, String> {
@@ -240,14 +380,26 @@ impl Plan {
 }
 
 /// Only what the plan needs: some capabilities slow the JVM down just by
-/// being held (local variable access, for one, limits the JIT).
-fn capabilities(o: &AgentOptions, capture: &dyn CallCapture) -> sys::jvmtiCapabilities {
+/// being held (local variable access, for one, limits the JIT). With
+/// `potential`, bytecode instrumentation also asks for retransformation
+/// when the JVM offers it: it must be held before the ClassFileLoadHook is
+/// first enabled, and it lets a recording instrument classes loaded before
+/// it started (attach, or a second recording) and restore them at stop.
+fn capabilities(
+    o: &AgentOptions,
+    capture: &dyn CallCapture,
+    potential: Option<&sys::jvmtiCapabilities>,
+) -> sys::jvmtiCapabilities {
     let plan = Plan::new(o);
     // SAFETY: plain bits; all zero means "nothing".
     let mut caps: sys::jvmtiCapabilities = unsafe { std::mem::zeroed() };
     caps.set_can_tag_objects(1);
     if plan.calls {
         capture.add_capabilities(&mut caps);
+        if o.mode == CaptureMode::Bci && potential.is_some_and(|p| p.can_retransform_classes() != 0)
+        {
+            caps.set_can_retransform_classes(1);
+        }
     }
     if plan.exception_events {
         caps.set_can_generate_exception_events(1);
@@ -268,7 +420,11 @@ fn capabilities(o: &AgentOptions, capture: &dyn CallCapture) -> sys::jvmtiCapabi
     }
     if plan.samples {
         caps.set_can_get_line_numbers(1);
-        caps.set_can_get_owned_monitor_stack_depth_info(1);
+        // Only for the monitors a BLOCKED tick lists; an attached agent
+        // of JDK 17 does not get it, and samples go without.
+        if potential.is_none_or(|p| p.can_get_owned_monitor_stack_depth_info() != 0) {
+            caps.set_can_get_owned_monitor_stack_depth_info(1);
+        }
     }
     caps
 }
@@ -335,7 +491,12 @@ fn missing_capabilities(
 }
 
 impl Agent {
-    /// VMInit: resolve fields, go live, switch on the asked-for events.
+    pub fn is_live(&self) -> bool {
+        self.phase.load(Ordering::Acquire) == LIVE
+    }
+
+    /// VMInit (or attach): resolve fields, go live, switch on the
+    /// asked-for events.
     pub fn start_recording(&'static self, jni: Jni) {
         let _ = self.fields.set(Fields::resolve(jni));
         self.phase.store(LIVE, Ordering::Release);
@@ -376,7 +537,7 @@ impl Agent {
     /// finish the file, report problems once.
     pub fn stop_recording(&self) {
         // Before the writer's last drain, so no SAMPLE comes after it.
-        crate::sampler::stop();
+        crate::sampler::stop(self);
         if self.phase.swap(STOPPED, Ordering::AcqRel) == LIVE {
             self.capture.stop(self.jvmti);
             for e in ALL_EVENTS {
@@ -390,16 +551,22 @@ impl Agent {
         self.report();
     }
 
+    /// Prints the problems once on the JVM's stderr. An attached
+    /// recording leaves the JVM's output alone: `vmview attach PID stop`
+    /// shows them ([`Agent::problem_lines`]).
     fn report(&self) {
-        if self.reported.swap(true, Ordering::AcqRel) || self.options.quiet {
+        if self.reported.swap(true, Ordering::AcqRel) || self.options.quiet || self.attached {
             return;
         }
-        for line in self
-            .problems
-            .report(self.buffers.dropped(), self.options.buffer)
-        {
+        for line in self.problem_lines() {
             crate::problems::say(&line);
         }
+    }
+
+    /// What went wrong while recording, one line each.
+    pub fn problem_lines(&self) -> Vec<String> {
+        self.problems
+            .report(self.buffers.dropped(), self.options.buffer)
     }
 }
 

@@ -62,20 +62,25 @@ unsafe extern "C" fn vm_init(_env: Env, jni: JniEnv, thread: sys::jthread) {
         let jni = unsafe { Jni::new(jni) };
         // The JVM itself posts THREAD_START for the main thread right after.
         agent.start_recording(jni);
-        if agent.options.events.contains(EventGroup::Classes) {
-            // One reference per loaded class arrives at once.
-            jni.with_local_frame(MAX_JNI_LOCAL_CAPACITY, || {
-                report_loaded_classes(agent, jni, thread)
-            });
-        }
+        report_loaded_classes(agent, jni, thread);
     });
 }
 
 /// HotSpot's default `-XX:MaxJNILocalCapacity`: the most a frame may plan for.
 const MAX_JNI_LOCAL_CAPACITY: i32 = 65_536;
 
-/// CLASS_LOAD for every class prepared before recording began.
-fn report_loaded_classes(agent: &Agent, jni: Jni, thread: sys::jthread) {
+/// CLASS_LOAD for every class prepared before recording began (with
+/// `events=classes`), reported by `thread`.
+pub fn report_loaded_classes(agent: &Agent, jni: Jni, thread: sys::jthread) {
+    if agent.options.events.contains(EventGroup::Classes) {
+        // One reference per loaded class arrives at once.
+        jni.with_local_frame(MAX_JNI_LOCAL_CAPACITY, || {
+            report_prepared_classes(agent, jni, thread)
+        });
+    }
+}
+
+fn report_prepared_classes(agent: &Agent, jni: Jni, thread: sys::jthread) {
     let classes = match agent.jvmti.loaded_classes(jni) {
         Ok(c) => c,
         Err(e) => return agent.problems.jvmti(e),

@@ -100,13 +100,23 @@ pub struct ClassFacts {
 }
 
 // Tag layout: bits 0-3 kind, bit 4 traced, bits 8-39 name id + 1 (0: not
-// interned yet). A zero tag means "never seen".
-fn encode(f: &ClassFacts) -> i64 {
+// interned yet), bits 40-61 the recording's generation (a tag of an earlier
+// recording in the same JVMTI environment is not this one's). A zero tag
+// means "never seen".
+const GENERATION_MASK: i64 = 0x3f_ffff;
+
+fn encode(f: &ClassFacts, generation: u32) -> i64 {
     let name = f.name.map_or(0, |n| i64::from(n.0) + 1);
-    (f.kind as i64) | (i64::from(f.traced) << 4) | (name << 8)
+    (f.kind as i64)
+        | (i64::from(f.traced) << 4)
+        | (name << 8)
+        | ((i64::from(generation) & GENERATION_MASK) << 40)
 }
 
-fn decode(tag: i64) -> Option<ClassFacts> {
+fn decode(tag: i64, generation: u32) -> Option<ClassFacts> {
+    if (tag >> 40) & GENERATION_MASK != i64::from(generation) & GENERATION_MASK {
+        return None;
+    }
     let kind = ClassKind::ALL
         .into_iter()
         .find(|k| *k as i64 == tag & 0xf)?;
@@ -121,7 +131,7 @@ fn decode(tag: i64) -> Option<ClassFacts> {
 /// The class's facts; `want_name` interns its name if that was not done yet.
 pub fn facts(agent: &Agent, class: sys::jclass, want_name: bool) -> Result<ClassFacts> {
     let jvmti = agent.jvmti;
-    if let Some(f) = decode(jvmti.tag(class)?) {
+    if let Some(f) = decode(jvmti.tag(class)?, agent.generation) {
         if f.name.is_some() || !want_name {
             return Ok(f);
         }
@@ -134,7 +144,7 @@ pub fn facts(agent: &Agent, class: sys::jclass, want_name: bool) -> Result<Class
         traced,
         name: (want_name || traced).then(|| agent.symbols.string(&dotted)),
     };
-    jvmti.set_tag(class, encode(&f))?;
+    jvmti.set_tag(class, encode(&f, agent.generation))?;
     Ok(f)
 }
 
@@ -220,13 +230,24 @@ mod tests {
             traced: true,
             name: Some(StringId(123_456)),
         };
-        let back = decode(encode(&f)).unwrap();
+        let back = decode(encode(&f, 1), 1).unwrap();
         assert_eq!(
             (back.kind, back.traced, back.name),
             (f.kind, f.traced, f.name)
         );
-        assert!(decode(0).is_none());
+        assert!(decode(0, 1).is_none());
         let unnamed = ClassFacts { name: None, ..f };
-        assert_eq!(decode(encode(&unnamed)).unwrap().name, None);
+        assert_eq!(decode(encode(&unnamed, 1), 1).unwrap().name, None);
+    }
+
+    #[test]
+    fn class_tags_of_an_earlier_recording_read_as_unseen() {
+        let f = ClassFacts {
+            kind: ClassKind::Object,
+            traced: true,
+            name: Some(StringId(7)),
+        };
+        assert!(decode(encode(&f, 1), 2).is_none());
+        assert!(decode(encode(&f, 2), 2).is_some());
     }
 }

@@ -166,6 +166,14 @@ impl Jvmti {
         Ok(caps)
     }
 
+    /// The capabilities this environment holds.
+    pub fn capabilities(self) -> Result<sys::jvmtiCapabilities> {
+        // SAFETY: jvmtiCapabilities is plain bits; all zero is valid.
+        let mut caps: sys::jvmtiCapabilities = unsafe { std::mem::zeroed() };
+        call!(self.0, GetCapabilities, &mut caps)?;
+        Ok(caps)
+    }
+
     pub fn add_capabilities(self, caps: &sys::jvmtiCapabilities) -> Result<()> {
         call!(self.0, AddCapabilities, caps)
     }
@@ -237,6 +245,27 @@ impl Jvmti {
             .into_iter()
             .map(|c| LocalRef::new(jni, c))
             .collect())
+    }
+
+    /// Whether RetransformClasses may change `class` (not an array, a
+    /// primitive or a hidden class).
+    pub fn is_modifiable_class(self, class: sys::jclass) -> bool {
+        let mut b: sys::jboolean = 0;
+        call!(self.0, IsModifiableClass, class, &mut b).is_ok() && b != 0
+    }
+
+    /// Reruns the ClassFileLoadHook of every retransformation-capable
+    /// environment on `classes`, from their original bytes.
+    pub fn retransform_classes(self, classes: &[sys::jclass]) -> Result<()> {
+        if classes.is_empty() {
+            return Ok(());
+        }
+        call!(
+            self.0,
+            RetransformClasses,
+            classes.len() as sys::jint,
+            classes.as_ptr()
+        )
     }
 
     /// Name and descriptor.
@@ -354,13 +383,14 @@ impl Jvmti {
         self,
         thread: sys::jthread,
         proc_: sys::jvmtiStartFunction,
+        arg: *const std::ffi::c_void,
     ) -> Result<()> {
         call!(
             self.0,
             RunAgentThread,
             thread,
             proc_,
-            ptr::null(),
+            arg,
             sys::JVMTI_THREAD_NORM_PRIORITY as sys::jint
         )
     }

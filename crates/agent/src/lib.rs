@@ -1,5 +1,6 @@
 //! vmview's JVMTI agent: loaded into a JVM with
-//! `-agentpath:libvmview_agent.so=OPTIONS`, it records threads, class loads,
+//! `-agentpath:libvmview_agent.so=OPTIONS` (or into a running one by
+//! `vmview attach`), it records threads, class loads,
 //! calls of trace-class methods with their arguments and results,
 //! exceptions, monitor contention and GC pauses into a `.vmv` trace.
 //!
@@ -18,7 +19,8 @@
 //!   or JVMTI method events (`mode=jvmti`); both build the same events.
 //!
 //! Code map: [`sys`] (generated bindings), [`jvmti`] (wrappers), [`agent`]
-//! (global state and lifecycle), [`callbacks`], [`capture`], [`methods`]
+//! (global state and lifecycle), [`control`] (`Agent_OnAttach`: start,
+//! status, stop and dump from `vmview attach`), [`callbacks`], [`capture`], [`methods`]
 //! (jmethodID cache), [`classes`], [`values`], [`threads`], [`symbols`],
 //! [`buffers`], [`writer`], [`sampler`] (SAMPLE events), [`problems`],
 //! [`clock`].
@@ -29,6 +31,7 @@ mod callbacks;
 mod capture;
 mod classes;
 mod clock;
+mod control;
 mod jvmti;
 mod methods;
 mod problems;
@@ -73,17 +76,37 @@ pub unsafe extern "C" fn Agent_OnLoad(
     sys::JNI_ERR
 }
 
-/// Attaching to a running JVM is not supported yet.
+/// Called by the JVM when `vmview attach` loads the agent into it while it
+/// runs, once per control command ([`control`]): start a recording, tell
+/// its status, stop it, or dump it to a new file. The answer goes to the
+/// reply file the command names; a non-zero return (only without one)
+/// makes the attach fail with the line printed.
 ///
 /// # Safety
-/// Called by the JVM.
+/// Called by the JVM with its `JavaVM*` and the option string (or null).
 #[no_mangle]
 pub unsafe extern "C" fn Agent_OnAttach(
-    _vm: *mut sys::JavaVM,
-    _options: *mut c_char,
+    vm: *mut sys::JavaVM,
+    options: *mut c_char,
     _reserved: *mut c_void,
 ) -> sys::jint {
-    problems::say("attach not supported yet; start the JVM with -agentpath instead");
+    problems::install_quiet_panic_hook();
+    let options = if options.is_null() {
+        String::new()
+    } else {
+        // SAFETY: the JVM passes a NUL-terminated string.
+        unsafe { CStr::from_ptr(options) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    // SAFETY: `vm` comes from the JVM.
+    let result = std::panic::catch_unwind(|| unsafe { control::on_attach(vm, &options) });
+    let error = match result {
+        Ok(Ok(())) => return sys::JNI_OK,
+        Ok(Err(message)) => message,
+        Err(_) => "internal error while attaching".to_string(),
+    };
+    problems::say(&error);
     sys::JNI_ERR
 }
 

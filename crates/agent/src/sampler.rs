@@ -27,7 +27,8 @@ use crate::jvmti::{Jni, LocalRef, StackTrace};
 use crate::methods::{MethodInfo, PtrMap};
 use crate::sys;
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use vmview_format::{
     Event, EventKind, Loc, MethodId, Monitor, StackId, StackSymbol, Symbol, ThreadState,
@@ -75,41 +76,45 @@ pub const BUILTIN_IO: &[&str] = &[
     "sun.nio.ch.KQueue.poll",
 ];
 
-/// Stop flag and "has exited" flag, shared with the agent thread.
+/// Stop flag and "has exited" flag, shared with the agent thread. Each
+/// recording has its own (`Agent::sampler`), so a recording started after
+/// another one stopped gets a fresh sampler.
 #[derive(Default)]
-struct Control {
+pub struct Control {
     state: Mutex<(bool, bool)>,
     wake: Condvar,
+    started: AtomicBool,
 }
 
-static CONTROL: OnceLock<Control> = OnceLock::new();
-
 /// Starts the sampler thread (at VMInit). Problems are counted, never fatal.
-pub fn start(agent: &Agent, jni: Jni) {
-    if CONTROL.set(Control::default()).is_err() {
-        return;
-    }
+pub fn start(agent: &'static Agent, jni: Jni) {
+    agent.sampler.started.store(true, Ordering::Release);
     let thread = jni.new_thread(c"vmview-sampler");
     if thread.is_null() {
         agent
             .problems
             .capture(|| "cannot create the sampler's java.lang.Thread".to_string());
-        mark_exited();
+        mark_exited(agent);
         return;
     }
+    let arg: *const Agent = agent;
     if let Err(e) = agent
         .jvmti
-        .run_agent_thread(thread.get(), Some(sampler_main))
+        .run_agent_thread(thread.get(), Some(sampler_main), arg.cast())
     {
         agent.problems.jvmti(e);
-        mark_exited();
+        mark_exited(agent);
     }
 }
 
 /// Stops the sampler and waits (bounded) until it has left its loop, so no
-/// SAMPLE is pushed after the writer's last drain.
-pub fn stop() {
-    let Some(c) = CONTROL.get() else { return };
+/// SAMPLE is pushed after the writer's last drain. Without a sampler
+/// thread (no `samples`, or not started yet), returns at once.
+pub fn stop(agent: &Agent) {
+    let c = &agent.sampler;
+    if !c.started.load(Ordering::Acquire) {
+        return;
+    }
     let mut st = c.state.lock().unwrap_or_else(|e| e.into_inner());
     st.0 = true;
     c.wake.notify_all();
@@ -127,26 +132,30 @@ pub fn stop() {
     }
 }
 
-fn mark_exited() {
-    if let Some(c) = CONTROL.get() {
-        c.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
-        c.wake.notify_all();
-    }
+fn mark_exited(agent: &Agent) {
+    let c = &agent.sampler;
+    c.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+    c.wake.notify_all();
 }
 
 unsafe extern "C" fn sampler_main(
     _jvmti: *mut sys::jvmtiEnv,
     jni: *mut sys::JNIEnv,
-    _arg: *mut std::ffi::c_void,
+    arg: *mut std::ffi::c_void,
 ) {
+    // SAFETY: `arg` is the `&'static Agent` `start` passed (agents are
+    // never freed).
+    let Some(agent) = (unsafe { arg.cast::<Agent>().cast_const().as_ref() }) else {
+        return;
+    };
     agent::guard("sampler thread", || {
-        if let (Some(agent), false) = (agent::get(), jni.is_null()) {
+        if !jni.is_null() {
             // SAFETY: the JVM hands the agent thread its own JNIEnv.
             let jni = unsafe { Jni::new(jni) };
             Sampler::new(agent).run(jni);
         }
     });
-    mark_exited();
+    mark_exited(agent);
 }
 
 /// What the sampler keeps per jmethodID.
@@ -165,6 +174,9 @@ struct Sampler {
     next_stack: u32,
     /// Reused per thread per tick.
     scratch: Vec<(MethodId, Loc)>,
+    /// Whether the environment may list the monitors a thread holds (an
+    /// agent attached to a running JDK 17 may not).
+    monitors: bool,
 }
 
 impl Sampler {
@@ -185,11 +197,15 @@ impl Sampler {
             stacks: HashMap::new(),
             next_stack: 0,
             scratch: Vec::with_capacity(MAX_DEPTH as usize),
+            monitors: agent
+                .jvmti
+                .capabilities()
+                .is_ok_and(|c| c.can_get_owned_monitor_stack_depth_info() != 0),
         }
     }
 
     fn run(&mut self, jni: Jni) {
-        let Some(c) = CONTROL.get() else { return };
+        let c = &self.agent.sampler;
         let interval = self.agent.options.interval;
         let mut next = Instant::now() + interval;
         loop {
@@ -210,7 +226,7 @@ impl Sampler {
                         .0;
                 }
             }
-            if agent::live().is_none() {
+            if !self.agent.is_live() {
                 return;
             }
             jni.with_local_frame(512, || self.tick(jni));
@@ -228,9 +244,10 @@ impl Sampler {
             }
         };
         let now = clock::now_ns();
-        let contended = traces
-            .iter()
-            .any(|t| t.state & sys::JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER != 0);
+        let contended = self.monitors
+            && traces
+                .iter()
+                .any(|t| t.state & sys::JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER != 0);
         for t in traces.iter() {
             // No Java frame: the sampler itself, or a thread just starting.
             if t.frames.is_empty() || t.state & sys::JVMTI_THREAD_STATE_ALIVE == 0 {

@@ -28,6 +28,9 @@ pub struct OpenCall {
 }
 
 pub struct ThreadState {
+    /// The recording this state belongs to ([`Agent::generation`]): a
+    /// later recording starts every thread afresh.
+    generation: u32,
     /// Numbered at the thread's first event, not at its first callback: a
     /// thread that only runs untraced code gets no handle and no symbol.
     thread: Option<ThreadRef>,
@@ -83,7 +86,13 @@ pub fn with_state<R>(
 ) -> Option<R> {
     let r = STATE.try_with(|cell| {
         let mut slot = cell.try_borrow_mut().ok()?;
-        let state = slot.get_or_insert_with(ThreadState::new);
+        if slot
+            .as_ref()
+            .is_some_and(|s| s.generation != agent.generation)
+        {
+            *slot = None;
+        }
+        let state = slot.get_or_insert_with(|| ThreadState::new(agent.generation));
         state.java = java;
         let r = f(state);
         state.java = None;
@@ -109,8 +118,9 @@ pub fn forget_current() {
 }
 
 impl ThreadState {
-    fn new() -> ThreadState {
+    fn new(generation: u32) -> ThreadState {
         ThreadState {
+            generation,
             thread: None,
             buffer: None,
             java: None,
@@ -174,7 +184,9 @@ impl ThreadRegistry {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let j = agent.jvmti;
         match j.tag(thread) {
-            Ok(t) if t > 0 => return ThreadRef((t - 1) as u32),
+            Ok(t) if t > 0 && (t >> 32) == i64::from(agent.generation) => {
+                return ThreadRef(((t & 0xffff_ffff) - 1) as u32)
+            }
             Ok(_) => {}
             Err(e) => agent.problems.jvmti(e),
         }
@@ -198,7 +210,10 @@ impl ThreadRegistry {
             }
         };
         s.define_thread(sym);
-        if let Err(e) = j.set_tag(thread, i64::from(id.0) + 1) {
+        // The recording's generation in the high half: a tag left by an
+        // earlier recording (same JVMTI environment) is not this one's.
+        let tag = (i64::from(agent.generation) << 32) | (i64::from(id.0) + 1);
+        if let Err(e) = j.set_tag(thread, tag) {
             agent.problems.jvmti(e);
         }
         id

@@ -200,7 +200,7 @@ impl Writer {
         if let (true, Some(thread)) = (dropped > 0, self.agent_thread) {
             let time = self.held[..ready]
                 .last()
-                .map_or(self.last_time, |e| e.time_ns);
+                .map_or(self.last_time + self.agent.time_origin_ns, |e| e.time_ns);
             drop_report = Some(Event {
                 id: 0,
                 time_ns: time,
@@ -209,11 +209,18 @@ impl Writer {
             });
             self.drops_reported += dropped;
         }
+        // Event times count from the agent's first start; a recording
+        // started later counts from its own start.
+        let origin = self.agent.time_origin_ns;
         for e in self.held[..ready].iter_mut().chain(drop_report.iter_mut()) {
             e.id = self.next_id;
             self.next_id += 1;
+            e.time_ns = e.time_ns.saturating_sub(origin);
             self.last_time = self.last_time.max(e.time_ns);
         }
+        self.agent
+            .written
+            .store(self.next_id - 1, std::sync::atomic::Ordering::Relaxed);
         let symbols = std::mem::take(&mut self.symbols);
         let events = &self.held[..ready];
         let ok = self.attempt("write", || {

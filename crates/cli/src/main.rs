@@ -6,10 +6,12 @@
 //! message with a hint; the trace format, the analyses and the output
 //! formats live in the library crates so other front ends can reuse them.
 
+mod attach;
 mod dataflow;
 mod error;
 mod export;
 mod filter;
+mod jvms;
 mod merge;
 mod progress;
 mod reactions;
@@ -38,6 +40,9 @@ Examples:
   # Trace the shop.* classes of an application into trace.vmv
   vmview record --classes 'shop.*' -- java -cp app.jar shop.Main
 
+  # ... or of one already running, for 30 seconds (vmview jvms lists them)
+  vmview attach 4242 --classes 'shop.*' --duration 30s -o shop.vmv
+
   # Look at the events, as text or as JSON Lines for jq
   vmview show trace.vmv | less
   vmview show trace.vmv --format jsonl | jq 'select(.type == \"THROW\")'
@@ -61,6 +66,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Record(record::RecordArgs),
+    Attach(attach::AttachArgs),
+    Jvms(jvms::JvmsArgs),
     Show(show::ShowArgs),
     Stats(stats::StatsArgs),
     Dataflow(dataflow::DataflowArgs),
@@ -89,6 +96,13 @@ fn main() -> ExitCode {
                 .expect("record matches");
             record::run(args, sub)
         }
+        Command::Attach(args) => {
+            let sub = matches
+                .subcommand_matches("attach")
+                .expect("attach matches");
+            attach::run(args, sub)
+        }
+        Command::Jvms(args) => jvms::run(&args),
         Command::Show(args) => show::run(&args),
         Command::Stats(args) => stats::run(&args),
         Command::Dataflow(args) => dataflow::run(&args),
@@ -109,7 +123,9 @@ fn main() -> ExitCode {
 /// The clap command, with the agent options of `vmview record` added from
 /// the options table.
 fn cli_command() -> clap::Command {
-    Cli::command().mut_subcommand("record", record::add_agent_option_args)
+    Cli::command()
+        .mut_subcommand("record", record::add_agent_option_args)
+        .mut_subcommand("attach", record::add_agent_option_args)
 }
 
 /// Prints a usage error. An unknown flag after `record` also lists the

@@ -203,6 +203,27 @@ pub fn run(args: RecordArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
 /// comma-separated; their items are joined with `+`, the option language's
 /// list separator.
 fn agent_option_string(args: &RecordArgs, matches: &ArgMatches) -> anyhow::Result<String> {
+    let flags = AgentFlags {
+        classes: &args.classes,
+        exclude: &args.exclude,
+        events: args.events.as_deref(),
+    };
+    option_string(Some(&args.output), &flags, matches)
+}
+
+/// The agent-option flags `record` and `attach` share.
+pub struct AgentFlags<'a> {
+    pub classes: &'a [String],
+    pub exclude: &'a [String],
+    pub events: Option<&'a str>,
+}
+
+/// `file=…,classes=…,…` from the shared flags and the `--NAME VALUE` ones.
+pub fn option_string(
+    output: Option<&str>,
+    args: &AgentFlags<'_>,
+    matches: &ArgMatches,
+) -> anyhow::Result<String> {
     let mut parts: Vec<String> = Vec::new();
     let mut push = |name: &str, flag: &str, value: &str| -> anyhow::Result<()> {
         if value.contains(',') {
@@ -214,7 +235,9 @@ fn agent_option_string(args: &RecordArgs, matches: &ArgMatches) -> anyhow::Resul
         parts.push(format!("{name}={value}"));
         Ok(())
     };
-    push("file", "-o/--file", &args.output)?;
+    if let Some(output) = output {
+        push("file", "-o/--file", output)?;
+    }
     let list = |values: &[String]| -> String {
         values
             .iter()
@@ -225,13 +248,13 @@ fn agent_option_string(args: &RecordArgs, matches: &ArgMatches) -> anyhow::Resul
             .join("+")
     };
     if !args.classes.is_empty() {
-        push("classes", "--classes", &list(&args.classes))?;
+        push("classes", "--classes", &list(args.classes))?;
     }
     if !args.exclude.is_empty() {
-        push("exclude", "--exclude", &list(&args.exclude))?;
+        push("exclude", "--exclude", &list(args.exclude))?;
     }
-    if let Some(events) = &args.events {
-        push("events", "--events", &list(std::slice::from_ref(events)))?;
+    if let Some(events) = args.events {
+        push("events", "--events", &list(&[events.to_string()]))?;
     }
     for spec in OPTIONS.iter().filter(|o| !DEDICATED.contains(&o.name)) {
         if let Some(v) = matches.get_one::<String>(spec.name) {
@@ -242,7 +265,7 @@ fn agent_option_string(args: &RecordArgs, matches: &ArgMatches) -> anyhow::Resul
 }
 
 /// The agent parser's complaint, in terms of the flag the user typed.
-fn option_error(e: &OptionError) -> anyhow::Error {
+pub fn option_error(e: &OptionError) -> anyhow::Error {
     let flag = |name: &str| match name {
         "file" => "-o/--file".to_string(),
         n => format!("--{n}"),
@@ -258,7 +281,7 @@ fn option_error(e: &OptionError) -> anyhow::Error {
 
 /// Where the agent library is: `$VMVIEW_AGENT`, else next to this
 /// executable, else one directory up (test binaries live in `deps/`).
-fn find_agent() -> anyhow::Result<PathBuf> {
+pub fn find_agent() -> anyhow::Result<PathBuf> {
     if let Some(p) = std::env::var_os("VMVIEW_AGENT").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(p);
         return if p.is_file() {

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod attach;
 mod bci;
 mod dataflow;
 mod errors;

@@ -443,6 +443,10 @@ impl EventSet {
         EventSet(self.0 | g.bit())
     }
 
+    pub fn without(self, g: EventGroup) -> EventSet {
+        EventSet(self.0 & !g.bit())
+    }
+
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }

@@ -9,10 +9,15 @@
 //! then on is rewritten by [`vmview_classfile::instrument`] to call the
 //! probe at entry, before each return and when an exception unwinds it.
 //!
+//! Trace classes already loaded when a recording starts (`vmview attach`,
+//! or a second recording in the same JVM) are rewritten through
+//! RetransformClasses, which runs the same hook on their original bytes;
+//! a recording stopped by `vmview attach PID stop` retransforms them again
+//! with the hook off, which gives them back their original code.
+//!
 //! What it does not see, by design (the README lists it too):
 //!
-//! - classes loaded before VMInit (the JDK's boot classes) and classes
-//!   redefined later: they are not rewritten;
+//! - the JDK's own boot classes;
 //! - JDK classes (`java.`, `javax.`, `jdk.`, `sun.`, `com.sun.`): they live
 //!   in named modules that cannot read the probe's unnamed module, so they
 //!   are counted and left alone (`mode=jvmti` traces them);
@@ -32,6 +37,7 @@ use crate::agent::{self, Agent};
 use crate::jvmti::Jni;
 use crate::sys;
 use std::ffi::{c_char, c_uchar, CStr, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
 use vmview_classfile::{HookConfig, MethodInfo, SkipReason};
 use vmview_format::{MethodId, MethodSymbol, StringId};
 
@@ -52,44 +58,128 @@ impl CallCapture for Bytecode {
     }
 
     fn start(&self, agent: &'static Agent, jni: Jni) -> Result<(), String> {
-        let bytes = probe_class::class_bytes(PROBE_CLASS, &vmview_classfile::probe::ALL);
-        let name = CString::new(PROBE_CLASS).map_err(|e| e.to_string())?;
-        let class = jni
-            .define_boot_class(&name, &bytes)
-            .ok_or("cannot define the probe class vmview/Probe in the bootstrap loader")?;
-        // The names must outlive RegisterNatives only.
-        let implementations = probe_natives::implementations();
-        let names: Vec<(CString, CString)> = implementations
-            .iter()
-            .map(|(m, _)| {
-                (
-                    CString::new(m.name).unwrap_or_default(),
-                    CString::new(m.descriptor).unwrap_or_default(),
-                )
-            })
-            .collect();
-        let methods: Vec<sys::JNINativeMethod> = implementations
-            .iter()
-            .zip(&names)
-            .map(|((_, f), (n, d))| sys::JNINativeMethod {
-                name: n.as_ptr().cast_mut(),
-                signature: d.as_ptr().cast_mut(),
-                fnPtr: *f,
-            })
-            .collect();
-        if !jni.register_natives(class.get(), &methods) {
-            return Err("cannot register the probe's native methods".to_string());
+        if !PROBE_DEFINED.load(Ordering::Acquire) {
+            define_probe(jni)?;
+            PROBE_DEFINED.store(true, Ordering::Release);
         }
         agent
             .jvmti
             .set_event(true, sys::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK)
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        // Trace classes loaded before this recording (attach, or a second
+        // recording): rewritten now, through the hook, with this
+        // recording's method ids.
+        if let Err(e) = retransform_traced(agent, jni) {
+            agent.problems.capture(|| {
+                format!(
+                    "trace classes loaded before the recording started are not instrumented: {e}"
+                )
+            });
+        }
+        Ok(())
     }
 
     fn stop(&self, jvmti: crate::jvmti::Jvmti) {
         let _ = jvmti.set_event(false, sys::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK);
     }
 }
+
+/// Whether `vmview/Probe` exists and its natives are bound: once per JVM,
+/// whichever recording comes first.
+static PROBE_DEFINED: AtomicBool = AtomicBool::new(false);
+
+fn define_probe(jni: Jni) -> Result<(), String> {
+    let bytes = probe_class::class_bytes(PROBE_CLASS, &vmview_classfile::probe::ALL);
+    let name = CString::new(PROBE_CLASS).map_err(|e| e.to_string())?;
+    let class = jni
+        .define_boot_class(&name, &bytes)
+        .ok_or("cannot define the probe class vmview/Probe in the bootstrap loader")?;
+    // The names must outlive RegisterNatives only.
+    let implementations = probe_natives::implementations();
+    let names: Vec<(CString, CString)> = implementations
+        .iter()
+        .map(|(m, _)| {
+            (
+                CString::new(m.name).unwrap_or_default(),
+                CString::new(m.descriptor).unwrap_or_default(),
+            )
+        })
+        .collect();
+    let methods: Vec<sys::JNINativeMethod> = implementations
+        .iter()
+        .zip(&names)
+        .map(|((_, f), (n, d))| sys::JNINativeMethod {
+            name: n.as_ptr().cast_mut(),
+            signature: d.as_ptr().cast_mut(),
+            fnPtr: *f,
+        })
+        .collect();
+    if !jni.register_natives(class.get(), &methods) {
+        return Err("cannot register the probe's native methods".to_string());
+    }
+    Ok(())
+}
+
+/// Reruns the class-file hook on every loaded trace class of `agent`'s
+/// `classes=`: with the hook enabled and the recording live, they are
+/// instrumented for it; after [`CallCapture::stop`] disabled the hook,
+/// they get their original code back. Returns how many were retransformed.
+pub fn retransform_traced(agent: &Agent, jni: Jni) -> Result<usize, String> {
+    if agent.options.classes.is_empty() {
+        return Ok(0);
+    }
+    let jvmti = agent.jvmti;
+    jni.with_local_frame(MAX_JNI_LOCAL_CAPACITY, || {
+        let loaded = jvmti.loaded_classes(jni).map_err(|e| e.to_string())?;
+        let mut traced = Vec::new();
+        for class in &loaded {
+            let Ok(sig) = jvmti.class_signature(class.get()) else {
+                continue;
+            };
+            // Only plain class names (`Lshop/Inventory;`), not arrays or
+            // hidden classes (`Lfx/Main$$Lambda.0x…;`, not modifiable).
+            let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) else {
+                continue;
+            };
+            if internal.starts_with("vmview/")
+                || JDK_PACKAGES.iter().any(|p| internal.starts_with(p))
+            {
+                continue;
+            }
+            if agent.options.is_traced_class(&internal.replace('/', "."))
+                && jvmti.is_modifiable_class(class.get())
+            {
+                traced.push(class.get());
+            }
+        }
+        if traced.is_empty() {
+            return Ok(0);
+        }
+        if jvmti.retransform_classes(&traced).is_ok() {
+            return Ok(traced.len());
+        }
+        // One class the JVM refuses fails the whole batch: one at a time,
+        // the others still go through.
+        let mut done = 0;
+        let mut first_error = None;
+        for c in &traced {
+            match jvmti.retransform_classes(std::slice::from_ref(c)) {
+                Ok(()) => done += 1,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match (done, first_error) {
+            (0, Some(e)) => Err(e.to_string()),
+            _ => Ok(done),
+        }
+    })
+}
+
+/// HotSpot's default `-XX:MaxJNILocalCapacity`: one reference per loaded
+/// class arrives at once.
+const MAX_JNI_LOCAL_CAPACITY: i32 = 65_536;
 
 /// Packages of the JDK's named modules, by internal-name prefix.
 const JDK_PACKAGES: [&str; 5] = ["java/", "javax/", "jdk/", "sun/", "com/sun/"];
@@ -98,7 +188,7 @@ const JDK_PACKAGES: [&str; 5] = ["java/", "javax/", "jdk/", "sun/", "com/sun/"];
 unsafe extern "C" fn class_file_load_hook(
     _env: *mut sys::jvmtiEnv,
     _jni: *mut sys::JNIEnv,
-    class_being_redefined: sys::jclass,
+    _class_being_redefined: sys::jclass,
     _loader: sys::jobject,
     name: *const c_char,
     _protection_domain: sys::jobject,
@@ -109,9 +199,10 @@ unsafe extern "C" fn class_file_load_hook(
 ) {
     agent::guard("ClassFileLoadHook", || {
         let Some(agent) = agent::live() else { return };
-        // Hidden classes have no name; redefinitions keep their old code.
+        // Hidden classes have no name. A retransformation (of a class
+        // loaded before the recording) or a redefinition by a debugger
+        // hands over the class's current original bytes: rewritten too.
         if name.is_null()
-            || !class_being_redefined.is_null()
             || class_data.is_null()
             || class_data_len <= 0
             || new_class_data.is_null()

@@ -1,0 +1,495 @@
+//! `vmview attach PID …`: record a JVM that is already running, and
+//! control a recording (started by `attach` or by `record`) while it runs.
+//!
+//! Every action is one dynamic `load` of the agent library into the JVM
+//! ([`hotspot`]) with options `cmd=ACTION,reply=FILE,…`; the agent answers
+//! in the reply file, which vmview reads through `/proc/PID/root` and
+//! deletes (see the agent's `control` module). Before anything reaches the
+//! JVM, [`process`] checks from `/proc` that the pid is a HotSpot JVM that
+//! vmview may attach to, so a wrong pid gets one clear error and is never
+//! signalled.
+
+mod hotspot;
+pub mod perfdata;
+pub mod process;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{ArgMatches, Args, ValueEnum};
+use vmview_options::AgentOptions;
+
+use crate::error::{hinted, plain};
+use crate::record::{self, AgentFlags};
+use process::{JvmKind, Lookup, Process};
+
+const LONG_ABOUT: &str = "\
+Load the vmview agent into a running HotSpot JVM and record it, or control \
+the recording running in it.
+
+With no ACTION (or `start`), a recording starts with the given options; \
+with --duration vmview waits, stops it and reports the trace, otherwise it \
+returns at once and the JVM records until `vmview attach PID stop` (or \
+until it exits). `status`, `stop` and `dump` work on any vmview recording, \
+including one started by `vmview record`.
+
+Calls of trace classes already loaded are instrumented on the fly \
+(RetransformClasses) and restored when the recording stops; the JVM keeps \
+running. Events a JVM grants only to agents loaded at startup (exceptions, \
+for one) are left out and named. The JVM must run as your user (as root, \
+vmview takes the JVM's user for the attach).";
+
+const EXAMPLES: &str = "\
+Examples:
+  # Which JVMs can I attach to?
+  vmview jvms
+
+  # Calls of shop.* and stack samples for 30 seconds
+  vmview attach 4242 --classes 'shop.*' --events calls,samples --duration 30s -o shop.vmv
+
+  # Start, look, cut the file, stop
+  vmview attach 4242 --classes 'shop.*' -o shop.vmv
+  vmview attach 4242 status
+  vmview attach 4242 dump                        # shop.vmv done, now into shop.2.vmv
+  vmview attach 4242 dump --classes 'shop.cart.*'  # and from now on only shop.cart.*
+  vmview attach 4242 stop";
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Action {
+    /// Start a recording (the default).
+    Start,
+    /// Show the recording's state: file, events, bytes, drops.
+    Status,
+    /// Stop the recording and finish its file; the JVM keeps running.
+    Stop,
+    /// Finish the current file and go on recording into a new one
+    /// (-o, or NAME.2.vmv), with any options given changed.
+    Dump,
+}
+
+#[derive(Args)]
+#[command(
+    about = "Record a running JVM, or control its recording (status, stop, dump)",
+    override_usage = "vmview attach PID [start|status|stop|dump] [OPTIONS]",
+    long_about = LONG_ABOUT,
+    after_long_help = EXAMPLES
+)]
+pub struct AttachArgs {
+    /// Process id of the JVM (`vmview jvms` lists them).
+    pid: u32,
+    /// What to do.
+    #[arg(value_enum, default_value = "start", hide_default_value = true)]
+    action: Action,
+    /// Trace the methods of classes matching GLOB (repeatable, or comma-separated).
+    #[arg(long, value_name = "GLOB", help_heading = "Agent options")]
+    classes: Vec<String>,
+    /// Never trace classes matching GLOB (repeatable).
+    #[arg(long, value_name = "GLOB", help_heading = "Agent options")]
+    exclude: Vec<String>,
+    /// Events to record, comma- or '+'-separated: calls, exceptions, threads,
+    /// classes, locks, gc, samples, all [default: calls,exceptions,threads,locks,gc].
+    #[arg(long, value_name = "LIST", help_heading = "Agent options")]
+    events: Option<String>,
+    /// Trace file [default: trace-PID.vmv in the current directory].
+    #[arg(
+        short = 'o',
+        long = "output",
+        visible_alias = "file",
+        value_name = "FILE",
+        help_heading = "Agent options"
+    )]
+    output: Option<String>,
+    /// Record this long (e.g. 30s, 2m), then stop and report; without it the
+    /// recording runs until `vmview attach PID stop`.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    duration: Option<Duration>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Some(m) = s.strip_suffix('m').and_then(|m| m.parse::<u64>().ok()) {
+        return Ok(Duration::from_secs(m * 60));
+    }
+    vmview_options::parse_duration(s)
+}
+
+pub fn run(args: AttachArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
+    let target = attachable(args.pid)?;
+    let agent = record::find_agent()?;
+    let library = library_for(&target, &agent)?;
+
+    match args.action {
+        Action::Start => start(&args, matches, &target, &library),
+        Action::Status => {
+            let reply = command(&target, &library, "status", "")?;
+            print_status(&target, &reply);
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Stop => {
+            stop(&target, &library, None)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Dump => {
+            let options = options(&args, matches, &target, false)?;
+            let reply = command(&target, &library, "dump", &options)?;
+            let old = reply.host_file(&target, "file");
+            eprintln!(
+                "vmview: finished {} ({} events, {} bytes); recording on into {}",
+                old.display(),
+                reply.get("events").unwrap_or("?"),
+                reply.get("bytes").unwrap_or("?"),
+                reply.host_file(&target, "next_file").display()
+            );
+            reply.print_notes();
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The target, once `/proc` says vmview may attach to it; nothing has
+/// been sent to it yet.
+fn attachable(pid: u32) -> anyhow::Result<Process> {
+    let p = match Process::find(pid) {
+        Lookup::Found(p) => p,
+        Lookup::NoSuchProcess => {
+            return Err(hinted(
+                format!("no process with pid {pid}"),
+                "`vmview jvms` lists the JVMs you can attach to",
+            ))
+        }
+    };
+    // SAFETY: a plain getter.
+    let euid = unsafe { libc::geteuid() };
+    let name = p.cmdline.first().map_or("?", String::as_str);
+    if euid != 0 && p.uid != euid {
+        return Err(hinted(
+            format!("pid {pid} ({name}) belongs to uid {}, not to you (uid {euid})", p.uid),
+            "HotSpot accepts attach only from its own user: run vmview as that user (sudo -u '#UID' vmview attach …) or as root",
+        ));
+    }
+    match p.jvm_library() {
+        Some(JvmKind::HotSpot) => {}
+        Some(JvmKind::OpenJ9) => {
+            return Err(hinted(
+                format!("pid {pid} runs OpenJ9, whose attach mechanism differs from HotSpot's"),
+                "start it with the agent instead: vmview record … -- java …",
+            ))
+        }
+        Some(JvmKind::NotJava) => {
+            return Err(hinted(
+                format!("pid {pid} ({name}) is not a Java virtual machine (no libjvm.so loaded)"),
+                "`vmview jvms` lists the JVMs you can attach to",
+            ))
+        }
+        None => {
+            return Err(hinted(
+                format!("cannot read the memory map of pid {pid} ({name})"),
+                "run vmview as the JVM's user or as root",
+            ))
+        }
+    }
+    let counters = p.perf_counters();
+    if p.attach_disabled(&counters) {
+        return Err(hinted(
+            format!("pid {pid} was started with -XX:+DisableAttachMechanism and refuses attach"),
+            "restart it without that flag, or record it from the start: vmview record … -- java …",
+        ));
+    }
+    Ok(p)
+}
+
+/// The agent library's path as the JVM sees it. A JVM in another mount
+/// namespace (a container) cannot see vmview's file: a copy goes into its
+/// `/tmp`, under a name fixed by the library's size and time, so every
+/// command loads the same copy (one agent instance in the JVM).
+fn library_for(p: &Process, agent: &Path) -> anyhow::Result<String> {
+    let visible = p.same_mounts() || same_file(agent, &p.path(&agent.to_string_lossy()));
+    if visible {
+        return Ok(agent.to_string_lossy().into_owned());
+    }
+    let meta = std::fs::metadata(agent)?;
+    let stamp = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    let inside = format!("/tmp/libvmview_agent-{}-{stamp}.so", meta.len());
+    let copy = p.path(&inside);
+    if !copy.exists() {
+        let part = p.path(&format!("{inside}.{}", std::process::id()));
+        std::fs::copy(agent, &part)
+            .and_then(|_| {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&part, std::fs::Permissions::from_mode(0o644))
+            })
+            .and_then(|()| std::fs::rename(&part, &copy))
+            .map_err(|e| {
+                plain(format!(
+                    "cannot copy the agent into the JVM's /tmp ({}): {e}",
+                    copy.display()
+                ))
+            })?;
+    }
+    Ok(inside)
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// The recording's agent options, with `file=` a path the JVM can write
+/// and vmview can read.
+fn options(
+    args: &AttachArgs,
+    matches: &ArgMatches,
+    p: &Process,
+    default_file: bool,
+) -> anyhow::Result<String> {
+    let output = match &args.output {
+        Some(o) => Some(PathBuf::from(o)),
+        None if default_file => Some(PathBuf::from(format!("trace-{}.vmv", p.pid))),
+        None => None,
+    };
+    let file = output
+        .map(|o| std::path::absolute(&o).unwrap_or(o))
+        .map(|o| target_path(p, &o));
+    let flags = AgentFlags {
+        classes: &args.classes,
+        exclude: &args.exclude,
+        events: args.events.as_deref(),
+    };
+    let options = record::option_string(file.as_deref(), &flags, matches)?;
+    let parsed = AgentOptions::parse(&options).map_err(|e| record::option_error(&e))?;
+    if let Some(dir) = parsed
+        .file
+        .rsplit_once('/')
+        .map(|(d, _)| p.path(if d.is_empty() { "/" } else { d }))
+    {
+        if !dir.is_dir() {
+            return Err(hinted(
+                format!(
+                    "cannot write the trace to {}: no such directory",
+                    parsed.file
+                ),
+                "create it, or choose another -o",
+            ));
+        }
+    }
+    Ok(options)
+}
+
+/// Where the JVM should write `host`: the same path when it sees the same
+/// directory, else its own `/tmp` (vmview copies the file out at `stop`).
+fn target_path(p: &Process, host: &Path) -> String {
+    let dir = host.parent().unwrap_or(Path::new("/"));
+    if p.same_mounts() || same_file(dir, &p.path(&dir.to_string_lossy())) {
+        host.to_string_lossy().into_owned()
+    } else {
+        let name = host
+            .file_name()
+            .map_or_else(|| "trace.vmv".into(), |n| n.to_string_lossy());
+        format!("/tmp/{name}")
+    }
+}
+
+fn start(
+    args: &AttachArgs,
+    matches: &ArgMatches,
+    p: &Process,
+    library: &str,
+) -> anyhow::Result<ExitCode> {
+    let options = options(args, matches, p, true)?;
+    let reply = command(p, library, "start", &options)?;
+    let file = reply.host_file(p, "file");
+    eprintln!(
+        "vmview: recording pid {} ({}) into {}",
+        p.pid,
+        reply.get("recording").unwrap_or("?"),
+        file.display()
+    );
+    reply.print_notes();
+    let Some(duration) = args.duration else {
+        eprintln!("vmview: stop it with: vmview attach {} stop", p.pid);
+        return Ok(ExitCode::SUCCESS);
+    };
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted));
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&interrupted));
+    let end = Instant::now() + duration;
+    let mut line = crate::status::StatusLine::start();
+    while Instant::now() < end && !interrupted.load(Ordering::Relaxed) {
+        if !p.path("/").exists() || !Path::new(&format!("/proc/{}", p.pid)).exists() {
+            drop(line);
+            eprintln!(
+                "vmview: pid {} exited; its trace is {}",
+                p.pid,
+                file.display()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        if let Some(l) = line.as_mut() {
+            let left = end.saturating_duration_since(Instant::now()).as_secs();
+            l.draw(&format!(
+                "vmview: recording pid {} into {}: {left} s left (Ctrl-C stops now)",
+                p.pid,
+                file.display()
+            ));
+        }
+        std::thread::sleep(
+            Duration::from_millis(100).min(end.saturating_duration_since(Instant::now())),
+        );
+    }
+    drop(line);
+    stop(p, library, args.output.as_deref().map(Path::new))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Stops the recording and reports its file; a file left in another mount
+/// namespace's `/tmp` is copied to `copy_to` (or the current directory).
+fn stop(p: &Process, library: &str, copy_to: Option<&Path>) -> anyhow::Result<()> {
+    let reply = command(p, library, "stop", "")?;
+    let mut file = reply.host_file(p, "file");
+    let inside = reply.get("file").unwrap_or_default();
+    if !p.same_mounts() && !same_file(Path::new(inside), &file) {
+        let dest = copy_to.map_or_else(
+            || PathBuf::from(file.file_name().unwrap_or_default()),
+            Path::to_path_buf,
+        );
+        std::fs::copy(&file, &dest).map_err(|e| {
+            plain(format!(
+                "cannot copy the trace out of the JVM's /tmp ({}): {e}",
+                file.display()
+            ))
+        })?;
+        let _ = std::fs::remove_file(&file);
+        file = dest;
+    }
+    eprintln!(
+        "vmview: stopped; wrote {} events ({} bytes) to {}",
+        reply.get("events").unwrap_or("?"),
+        reply.get("bytes").unwrap_or("?"),
+        file.display()
+    );
+    let dropped = reply.get("dropped").unwrap_or("0");
+    if dropped != "0" {
+        eprintln!("vmview: note: {dropped} events dropped (buffer full)");
+    }
+    for problem in reply.all("problem") {
+        eprintln!("vmview: agent: {problem}");
+    }
+    Ok(())
+}
+
+fn print_status(p: &Process, reply: &Reply) {
+    let state = reply.get("state").unwrap_or("?");
+    if state == "none" {
+        println!("pid {}: no vmview recording", p.pid);
+        return;
+    }
+    println!("pid {}: {state}", p.pid);
+    println!("  file     {}", reply.host_file(p, "file").display());
+    for key in ["recording", "events", "bytes", "dropped"] {
+        if let Some(v) = reply.get(key) {
+            println!("  {key:<8} {v}");
+        }
+    }
+    for note in reply.all("note") {
+        println!("  note     {note}");
+    }
+}
+
+/// The agent's answer to one command.
+struct Reply {
+    lines: Vec<(String, String)>,
+}
+
+impl Reply {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.lines
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.lines
+            .iter()
+            .filter(move |(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A file the agent named, as vmview reaches it.
+    fn host_file(&self, p: &Process, key: &str) -> PathBuf {
+        p.path(self.get(key).unwrap_or("?"))
+    }
+
+    fn print_notes(&self) {
+        for note in self.all("note") {
+            eprintln!("vmview: note: {note}");
+        }
+    }
+}
+
+/// Runs one control command in the JVM and returns the agent's reply.
+fn command(p: &Process, library: &str, action: &str, options: &str) -> anyhow::Result<Reply> {
+    let inside = format!(
+        "/tmp/.vmview-reply-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    let reply_path = p.path(&inside);
+    let mut all = format!("cmd={action},reply={inside}");
+    if !options.is_empty() {
+        all = format!("{all},{options}");
+    }
+    let (code, jvm_text) = hotspot::load_agent(p, library, &all)?;
+    let text = std::fs::read_to_string(&reply_path);
+    let _ = std::fs::remove_file(&reply_path);
+    let text = match text {
+        Ok(t) => t,
+        Err(_) => {
+            return Err(hinted(
+                format!(
+                    "the agent in pid {} did not answer (Agent_OnAttach returned {code}){}",
+                    p.pid,
+                    if jvm_text.trim().is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", jvm_text.trim().replace('\n', " "))
+                    }
+                ),
+                "the JVM's stderr says more; a JVM older than JDK 9 or another vmview version's agent already loaded cannot be controlled",
+            ))
+        }
+    };
+    let mut lines = text.lines();
+    let status = lines.next().unwrap_or_default();
+    let reply = Reply {
+        lines: lines
+            .filter_map(|l| l.split_once(": "))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    if let Some(message) = status.strip_prefix("error: ") {
+        let hint = if message.starts_with("no recording") {
+            format!("start one with: vmview attach {} --classes 'GLOB'", p.pid)
+        } else if message.contains("already running") {
+            format!(
+                "`vmview attach {0} status` shows it; `vmview attach {0} stop` ends it",
+                p.pid
+            )
+        } else {
+            "see `vmview attach --help`".to_string()
+        };
+        return Err(hinted(message.to_string(), hint));
+    }
+    Ok(reply)
+}

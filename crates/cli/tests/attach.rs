@@ -1,0 +1,357 @@
+//! `vmview attach` and `vmview jvms` against real running JVMs: fx.Service
+//! runs until a stop file appears, and must print exactly what it prints
+//! without vmview, whatever was attached, recorded and stopped meanwhile.
+
+use crate::support::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+/// What fx.Service prints, attached to or not.
+const SERVICE_OUTPUT: &str = "ready\ndone: true ok\n";
+
+/// A running fx.Service (or a command wrapping it), killed if a test fails.
+struct Service {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+    stop: PathBuf,
+    dir: PathBuf,
+}
+
+impl Service {
+    /// Runs `JAVA… JVM_ARGS -cp FIXTURES fx.Service STOP` (`JAVA…` ends
+    /// with the java executable) and waits for its "ready".
+    fn start(name: &str, java: &[&str], jvm_args: &[&str]) -> Service {
+        let dir = scratch(name);
+        let stop = dir.join("stop");
+        let (program, rest) = java.split_first().expect("a java command");
+        let mut child = Command::new(program)
+            .args(rest)
+            .args(jvm_args)
+            .arg("-cp")
+            .arg(classes())
+            .arg("fx.Service")
+            .arg(&stop)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start fx.Service");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut first = String::new();
+        stdout.read_line(&mut first).expect("read fx.Service");
+        if first != "ready\n" {
+            let _ = child.kill();
+            let mut err = String::new();
+            let _ = child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+            panic!("fx.Service did not start: {first:?} {err}");
+        }
+        Service {
+            child,
+            stdout,
+            stop,
+            dir,
+        }
+    }
+
+    /// The JVM's pid: the child itself, or the java process below it.
+    fn jvm_pid(&self) -> u32 {
+        let mut pid = self.child.id();
+        for _ in 0..3 {
+            if std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.contains("fx.Service") && c.starts_with("java"))
+            {
+                return pid;
+            }
+            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .unwrap_or_default();
+            match children
+                .split_whitespace()
+                .next()
+                .and_then(|c| c.parse().ok())
+            {
+                Some(c) => pid = c,
+                None => break,
+            }
+        }
+        pid
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+
+    /// Tells it to finish; returns its stdout after "ready" and its stderr,
+    /// checking it exited normally.
+    fn finish(mut self) -> (String, String) {
+        std::fs::write(&self.stop, b"").expect("write stop file");
+        let mut out = "ready\n".to_string();
+        self.stdout.read_to_string(&mut out).expect("read stdout");
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            e.read_to_string(&mut err).expect("read stderr");
+        }
+        let status = self.child.wait().expect("wait");
+        assert!(status.success(), "fx.Service exited with {status}: {err}");
+        (out, err)
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn vmview_ok(args: &[&str]) -> String {
+    let out = run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "vmview {args:?} failed: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &stderr
+}
+
+/// vmview fails with one error line (plus its hint) containing `needle`.
+fn vmview_refuses(args: &[&str], needle: &str) {
+    let out = run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "vmview {args:?} should fail");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error:")).collect();
+    assert_eq!(errors.len(), 1, "one error line expected: {stderr}");
+    assert!(
+        errors[0].contains(needle),
+        "expected {needle:?} in {stderr}"
+    );
+    assert!(stderr.contains("hint:"), "a hint expected: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// CALLs of `Class.method`.
+fn calls_of<'a>(events: &'a [Value], qualified: &str) -> Vec<&'a Value> {
+    let (class, method) = qualified.rsplit_once('.').expect("Class.method");
+    events
+        .iter()
+        .filter(|e| e["type"] == "CALL" && e["class"] == class && e["method"] == method)
+        .collect()
+}
+
+#[test]
+fn attach_records_calls_and_samples_then_a_second_attach_records_again() {
+    agent();
+    let mut service = Service::start("attach-twice", &["java"], &[]);
+    let pid = service.jvm_pid().to_string();
+    let first = service.dir.join("first.vmv");
+    let log = vmview_ok(&[
+        "attach",
+        &pid,
+        "--classes",
+        "fx.ServiceWorker",
+        "--events",
+        "calls,samples",
+        "--duration",
+        "2s",
+        "-o",
+        path_str(&first),
+    ]);
+    assert!(log.contains("stopped; wrote"), "{log}");
+    assert!(service.alive(), "the JVM must keep running after stop");
+    let events = jsonl(&first);
+    let steps = calls_of(&events, "fx.ServiceWorker.step");
+    assert!(
+        steps.len() > 10,
+        "CALLs of step expected, got {}",
+        steps.len()
+    );
+    assert_eq!(steps[0]["params"][0]["type"], "int", "{}", steps[0]);
+    assert!(!of_type(&events, "RETURN").is_empty());
+    let samples = of_type(&events, "SAMPLE");
+    assert!(!samples.is_empty(), "SAMPLE events expected");
+    assert!(
+        events
+            .iter()
+            .all(|e| e["time_ns"].as_u64().is_some_and(|t| t < 60_000_000_000)),
+        "times count from the recording's start"
+    );
+
+    // The same JVM again: a new recording, controlled by status and stop.
+    let second = service.dir.join("second.vmv");
+    vmview_ok(&[
+        "attach",
+        &pid,
+        "--classes",
+        "fx.ServiceWorker",
+        "-o",
+        path_str(&second),
+    ]);
+    let status = vmview_ok(&["attach", &pid, "status"]);
+    assert!(
+        status.contains("recording") && status.contains("second.vmv"),
+        "{status}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let stopped = vmview_ok(&["attach", &pid, "stop"]);
+    assert!(stopped.contains("second.vmv"), "{stopped}");
+    let again = jsonl(&second);
+    assert!(
+        !calls_of(&again, "fx.ServiceWorker.step").is_empty(),
+        "second recording has calls"
+    );
+    vmview_refuses(&["attach", &pid, "stop"], "no recording is running");
+
+    let (out, err) = service.finish();
+    assert_eq!(out, SERVICE_OUTPUT);
+    assert_eq!(err, "", "the JVM's stderr must stay clean");
+}
+
+#[test]
+fn dump_and_status_control_a_recording_started_by_vmview_record() {
+    let dir = scratch("attach-dump");
+    let trace = dir.join("rec.vmv");
+    let trace_arg = format!("{}", trace.display());
+    let vmview_bin = vmview();
+    let service = Service::start(
+        "attach-dump",
+        &[
+            vmview_bin.to_str().unwrap(),
+            "record",
+            "--classes",
+            "fx.ServiceWorker",
+            "-o",
+            &trace_arg,
+            "--",
+            "java",
+        ],
+        &[],
+    );
+    let pid = service.jvm_pid().to_string();
+    let listed = vmview_ok(&["jvms"]);
+    let line = listed
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(pid.as_str()))
+        .unwrap_or_else(|| panic!("pid {pid} not in `vmview jvms`: {listed}"));
+    assert!(
+        line.contains("fx.Service") && line.contains("agent loaded"),
+        "{line}"
+    );
+
+    std::thread::sleep(Duration::from_millis(300));
+    let dumped = vmview_ok(&["attach", &pid, "dump", "--events", "calls"]);
+    assert!(dumped.contains("rec.2.vmv"), "{dumped}");
+    let status = vmview_ok(&["attach", &pid, "status"]);
+    assert!(status.contains("rec.2.vmv"), "{status}");
+    let first = jsonl(&trace);
+    assert!(!calls_of(&first, "fx.ServiceWorker.step").is_empty());
+    std::thread::sleep(Duration::from_millis(300));
+    let (out, _) = service.finish();
+    assert!(out.starts_with(SERVICE_OUTPUT), "{out}");
+    // The JVM's exit finished the second file.
+    let second = jsonl(&dir.join("rec.2.vmv"));
+    assert!(!calls_of(&second, "fx.ServiceWorker.step").is_empty());
+    assert!(
+        of_type(&second, "THREAD_START").is_empty(),
+        "events=calls only: {:?}",
+        second[0]
+    );
+}
+
+#[test]
+fn attach_refuses_a_non_jvm_a_dead_pid_and_a_jvm_without_attach() {
+    let mut sleeper = Command::new("sleep").arg("30").spawn().expect("sleep");
+    let pid = sleeper.id().to_string();
+    vmview_refuses(
+        &["attach", &pid, "--classes", "x.*"],
+        "not a Java virtual machine",
+    );
+    assert!(
+        sleeper.try_wait().unwrap().is_none(),
+        "the non-JVM must be left alone"
+    );
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    vmview_refuses(
+        &["attach", &pid, "status"],
+        &format!("no process with pid {pid}"),
+    );
+
+    let service = Service::start(
+        "attach-disabled",
+        &["java"],
+        &["-XX:+DisableAttachMechanism"],
+    );
+    let pid = service.jvm_pid().to_string();
+    vmview_refuses(&["attach", &pid], "DisableAttachMechanism");
+    let (out, err) = service.finish();
+    // No SIGQUIT reached it: a thread dump would show on stdout.
+    assert_eq!(out, SERVICE_OUTPUT);
+    assert_eq!(err, "");
+}
+
+#[test]
+fn attach_reaches_a_jvm_with_its_own_mount_and_pid_namespace_and_private_tmp() {
+    // SAFETY: a plain getter.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root for unshare --mount --pid");
+        return;
+    }
+    let probe = Command::new("unshare")
+        .args(["--mount", "--pid", "--fork", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: unshare --mount --pid does not work here");
+        return;
+    }
+    agent();
+    let java = which_java();
+    let service = Service::start(
+        "attach-ns",
+        &[
+            "unshare",
+            "--mount",
+            "--pid",
+            "--fork",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            "mount -t tmpfs tmpfs /tmp && exec \"$0\" \"$@\"",
+            &java,
+        ],
+        &[],
+    );
+    let pid = service.jvm_pid();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("NSpid:") && l.split_whitespace().count() == 3),
+        "the JVM must have a pid of its own namespace: {status}"
+    );
+    let pid = pid.to_string();
+    let trace = service.dir.join("ns.vmv");
+    let log = vmview_ok(&[
+        "attach",
+        &pid,
+        "--classes",
+        "fx.ServiceWorker",
+        "--duration",
+        "1s",
+        "-o",
+        path_str(&trace),
+    ]);
+    assert!(log.contains("stopped; wrote"), "{log}");
+    assert!(!calls_of(&jsonl(&trace), "fx.ServiceWorker.step").is_empty());
+    assert!(!Path::new(&format!("/tmp/.java_pid{pid}")).exists());
+    let (out, err) = service.finish();
+    assert_eq!(out, SERVICE_OUTPUT);
+    assert_eq!(err, "");
+}
+
+/// The `java` on PATH, as an absolute path (for `sh -c 'exec "$0"'`).
+fn which_java() -> String {
+    let out = Command::new("sh")
+        .args(["-c", "command -v java"])
+        .output()
+        .expect("sh");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
