@@ -481,6 +481,9 @@ fn command(p: &Process, library: &str, action: &str, options: &str) -> anyhow::R
     if let Some(message) = status.strip_prefix("error: ") {
         let hint = if message.starts_with("no recording") {
             format!("start one with: vmview attach {} --classes 'GLOB'", p.pid)
+        } else if message.contains("cannot create trace file") {
+            "the JVM writes the trace as its own user: choose a directory that user can write with -o"
+                .to_string()
         } else if message.contains("already running") {
             format!(
                 "`vmview attach {0} status` shows it; `vmview attach {0} stop` ends it",
