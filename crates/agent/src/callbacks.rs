@@ -435,7 +435,15 @@ unsafe extern "C" fn monitor_waited(
     on_event("MonitorWaited", jni, |agent, jni, time| {
         let monitor = monitor(agent, jni, object);
         with_state(agent, Some((jni, thread)), |s| {
-            let wait_ns = time.saturating_sub(s.wait_since);
+            // HotSpot posts MONITOR_WAITED alone when a thread waits for
+            // another thread's class initialisation (on its init lock):
+            // with no start, the duration is unknown, written as 0.
+            let since = std::mem::take(&mut s.wait_since);
+            let wait_ns = if since == 0 {
+                0
+            } else {
+                time.saturating_sub(since)
+            };
             let timed_out = timed_out != 0;
             s.emit(
                 agent,

@@ -93,7 +93,13 @@ pub fn local(agent: &Agent, jni: Jni, thread: sys::jthread, ty: u8, slot: i32) -
         _ => return Value::Unavailable,
     };
     r.unwrap_or_else(|e| {
-        agent.problems.jvmti(e);
+        // HotSpot checks the slot against the method's LocalVariableTable
+        // and refuses one the table leaves out (an enum constructor's name
+        // and ordinal, a bridge method's parameter): no value, as for a
+        // native method, and nothing wrong with the agent.
+        if e.code != sys::JVMTI_ERROR_INVALID_SLOT {
+            agent.problems.jvmti(e);
+        }
         Value::Unavailable
     })
 }

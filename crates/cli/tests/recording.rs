@@ -3,6 +3,7 @@
 
 use crate::support::*;
 use serde_json::{json, Value};
+use std::collections::HashMap;
 
 fn params(ev: &Value) -> Vec<(String, String, Value)> {
     ev["params"]
@@ -238,6 +239,47 @@ fn monitor_contention_between_three_threads_has_owners_and_wait_times() {
         .map(|e| e["thread"].as_str().unwrap())
         .collect();
     assert_eq!(waiting_threads.len(), entered.len(), "each waiter once");
+}
+
+/// HotSpot posts MONITOR_WAITED without a MONITOR_WAIT when a thread
+/// waits for another thread's class initialisation. The agent measured
+/// such a wait from the thread's previous MONITOR_WAIT (or from time 0),
+/// found by the soak on Jetty as waits as long as the whole run.
+#[test]
+fn a_monitor_waited_without_a_monitor_wait_has_no_made_up_duration() {
+    let rec = record(&["--events", "locks"], &[], "fx.InitWait", &[]);
+    assert_eq!(
+        rec.stdout(),
+        "initialiser sees 42\nmain sees 42\n",
+        "{}",
+        rec.stderr()
+    );
+    let mut started: HashMap<String, u64> = HashMap::new();
+    let mut unmatched = 0;
+    for e in rec.events() {
+        let thread = e["thread"].to_string();
+        let time = e["time_ns"].as_u64().unwrap();
+        match e["type"].as_str() {
+            Some("MONITOR_WAIT") => {
+                started.insert(thread, time);
+            }
+            Some("MONITOR_WAITED") => {
+                let wait = e["wait_ns"].as_u64().expect("wait_ns");
+                match started.remove(&thread) {
+                    Some(start) => assert_eq!(wait, time - start, "{e}"),
+                    None => {
+                        assert_eq!(wait, 0, "no MONITOR_WAIT before it, no duration: {e}");
+                        unmatched += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        unmatched >= 1,
+        "main's wait for fx.InitWait$Slow is unmatched"
+    );
 }
 
 #[test]
