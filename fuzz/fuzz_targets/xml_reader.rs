@@ -1,7 +1,7 @@
 //! The XML trace reader (VMView's flat shape) on arbitrary bytes: it must
 //! return events or an error with an offset, never panic or loop forever.
-//! When the first byte is odd a type mask taken from the second and third
-//! bytes is set first, so the skip-without-decoding path is exercised too.
+//! When the first byte is odd a type mask taken from the next four bytes
+//! is set first, so the skip-without-decoding path is exercised too.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -10,7 +10,9 @@ use vmview_export::xml_reader::XmlTraceReader;
 
 fuzz_target!(|data: &[u8]| {
     let (mask, doc) = match data {
-        [flag, a, b, rest @ ..] if flag & 1 == 1 => (Some(u16::from_le_bytes([*a, *b])), rest),
+        [flag, a, b, c, d, rest @ ..] if flag & 1 == 1 => {
+            (Some(u32::from_le_bytes([*a, *b, *c, *d])), rest)
+        }
         _ => (None, data),
     };
     let Ok(mut reader) = XmlTraceReader::new(Cursor::new(doc)) else {
