@@ -304,7 +304,8 @@ impl EventSink for StatsBuilder {
             | EventKind::PeriodEnd { .. }
             | EventKind::Calibration { .. }
             | EventKind::MonitorEnter { .. }
-            | EventKind::MonitorExit { .. } => {}
+            | EventKind::MonitorExit { .. }
+            | EventKind::Bytecode { .. } => {}
         }
     }
 }

@@ -57,6 +57,7 @@ mod constant_pool;
 mod constructor;
 mod debug_tables;
 mod descriptor;
+pub mod disasm;
 mod error;
 mod fx_hash;
 mod hooks;

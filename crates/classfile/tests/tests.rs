@@ -6,6 +6,7 @@ mod support;
 
 mod api;
 mod debug_info;
+mod disasm;
 mod fixture_programs;
 mod hand_assembled;
 mod jdk_classes;

@@ -203,6 +203,8 @@ struct WireEvent<'a> {
     stack: Option<Vec<WireFrame<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     monitors: Option<Vec<WireHeld>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    insn: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -390,6 +392,14 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
         EventKind::GcStart => {}
         EventKind::GcFinish { duration_ns } => w.duration_ns = Some(*duration_ns),
         EventKind::Dropped { count } => w.count = Some(*count),
+        EventKind::Bytecode { method, bci, insn } => {
+            set_method(&mut w, *method);
+            w.loc = Some(WireLoc {
+                bci: *bci as i32,
+                line: None,
+            });
+            w.insn = Some(syms.string(*insn));
+        }
         EventKind::Sample {
             state,
             stack,

@@ -631,6 +631,11 @@ impl<W: Write + Send> ParquetWriter<W> {
             | EventKind::PeriodStart { .. }
             | EventKind::PeriodEnd { .. }
             | EventKind::Calibration { .. } => {}
+            // No instruction column yet: method and offset only.
+            EventKind::Bytecode { method, bci, .. } => {
+                self.method(*method, syms);
+                self.cols.bci.set(*bci as i32);
+            }
         }
         self.rows += 1;
         self.pad();

@@ -222,6 +222,11 @@ fn fields(ev: &Event, syms: &SymbolTable) -> Vec<(&'static str, String)> {
         EventKind::GcStart => {}
         EventKind::GcFinish { duration_ns } => f.push(("DURATION", duration_display(*duration_ns))),
         EventKind::Dropped { count } => f.push(("COUNT", count.to_string())),
+        EventKind::Bytecode { method, bci, insn } => {
+            f.push(("METHOD", MethodNames::resolve(syms, *method).display()));
+            // `javap -c`'s shape: offset, colon, instruction.
+            f.push(("INSN", format!("{bci}: {}", syms.string(*insn))));
+        }
         EventKind::Sample {
             state,
             stack,

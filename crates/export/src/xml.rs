@@ -321,6 +321,11 @@ fn render_event(b: &mut Vec<u8>, ev: &Event, syms: &SymbolTable) {
             push_fmt(b, format_args!("<TIMEDOUT>{timed_out}</TIMEDOUT>"));
             elem_num(b, "WAIT", *wait_ns);
         }
+        EventKind::Bytecode { method, bci, insn } => {
+            method_elems(b, "", *method, syms);
+            elem_num(b, "LOC", u64::from(*bci));
+            elem_text(b, "INSN", syms.string(*insn));
+        }
         EventKind::GcFinish { duration_ns } => elem_num(b, "DURATION", *duration_ns),
         EventKind::Dropped { count } => elem_num(b, "COUNT", *count),
         EventKind::Sample {

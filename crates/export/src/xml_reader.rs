@@ -109,9 +109,10 @@ enum Child {
     Period,
     Record,
     Cost,
+    Insn,
 }
 
-const CHILDREN: usize = 33;
+const CHILDREN: usize = 34;
 
 impl Child {
     fn name(self) -> &'static str {
@@ -119,7 +120,7 @@ impl Child {
             "THRD", "CLASS", "MTD", "SIG", "LOC", "CLASS2", "MTD2", "SIG2", "LOC2", "DEPTH",
             "ELAPSED", "EXC", "MSG", "LOADER", "SRC", "MON", "OWNER", "WAIT", "TIMEOUT",
             "TIMEDOUT", "DURATION", "COUNT", "VALUE", "PARAM", "CPU", "ALLOC", "MINDEPTH",
-            "MAXDEPTH", "REASON", "RATE", "PERIOD", "RECORD", "COST",
+            "MAXDEPTH", "REASON", "RATE", "PERIOD", "RECORD", "COST", "INSN",
         ][self as usize]
     }
 
@@ -158,6 +159,7 @@ impl Child {
             b"PERIOD" => Child::Period,
             b"RECORD" => Child::Record,
             b"COST" => Child::Cost,
+            b"INSN" => Child::Insn,
             _ => return None,
         })
     }
@@ -1031,6 +1033,14 @@ impl<R: BufRead> XmlTraceReader<R> {
                 monitor: self.monitor(at)?,
                 depth: self.num(C::Depth, "DEPTH", at)?,
             },
+            "BYTECODE" => {
+                let insn = self.text(C::Insn).unwrap_or("?").to_string();
+                EventKind::Bytecode {
+                    method: self.method(false, false),
+                    bci: self.num(C::Loc, "LOC", at)?,
+                    insn: self.intern(&insn),
+                }
+            }
             _ => {
                 return Err(err(
                     at,
@@ -1318,6 +1328,7 @@ mod tests {
             "java.lang.IllegalStateException",
             "int[]",
             "java.lang.Integer",
+            "invokespecial java/lang/Object.\"<init>\":()V",
         ];
         for (i, t) in texts.iter().enumerate() {
             syms.insert(Symbol::String {
@@ -1410,6 +1421,16 @@ mod tests {
                     elapsed_ns: 5,
                 },
             },
+            Event {
+                id: 11,
+                time_ns: 102,
+                thread: ThreadRef(3),
+                kind: EventKind::Bytecode {
+                    method: MethodId(0),
+                    bci: 1,
+                    insn: StringId(9),
+                },
+            },
         ];
         let mon = Monitor {
             class: StringId(1),
@@ -1484,7 +1505,7 @@ mod tests {
         }
         wb.finish().unwrap();
         assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
-        assert_eq!(back.len(), 9);
+        assert_eq!(back.len(), 10);
         assert_eq!(back[6..], events[6..], "newer kinds come back exactly");
         let EventKind::Return { metrics, .. } = &back[3].kind else {
             panic!()
@@ -1496,6 +1517,37 @@ mod tests {
             panic!()
         };
         assert_eq!(params[1], Value::Char(0xD800));
+    }
+
+    #[test]
+    fn bytecode_events_come_back_with_their_instruction() {
+        let (_, _, syms) = document();
+        let ev = Event {
+            id: 1,
+            time_ns: 5,
+            thread: ThreadRef(3),
+            kind: EventKind::Bytecode {
+                method: MethodId(0),
+                bci: 4,
+                insn: StringId(9),
+            },
+        };
+        let mut w = XmlWriter::new(Vec::new(), &TraceHeader::default());
+        w.write_event(&ev, &syms).unwrap();
+        w.finish().unwrap();
+        let doc = w.into_inner();
+        let mut r = XmlTraceReader::new(&doc[..]).unwrap();
+        let back = r.next_event().unwrap().unwrap();
+        let EventKind::Bytecode { method, bci, insn } = back.kind else {
+            panic!("{back:?}")
+        };
+        assert_eq!(bci, 4);
+        let s = r.symbols();
+        assert_eq!(
+            s.string(insn),
+            "invokespecial java/lang/Object.\"<init>\":()V"
+        );
+        assert_eq!(s.method(method).map(|m| s.string(m.name)), Some("<init>"));
     }
 
     /// Every truncation and many byte changes of a valid document: the

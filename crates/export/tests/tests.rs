@@ -423,6 +423,14 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
                 cost_ps: 38_500,
             },
         ),
+        ev(
+            main,
+            EventKind::Bytecode {
+                method: check,
+                bci: 5,
+                insn: b.s("invokevirtual java/io/PrintStream.println:(Ljava/lang/String;)V"),
+            },
+        ),
         ev(ThreadRef(9), EventKind::ThreadEnd),
         ev(clerk, EventKind::ThreadEnd),
     ];
@@ -512,6 +520,7 @@ fn jsonl_keys_per_event_type() {
             "PERIOD_END" => vec!["period"],
             "CALIBRATION" => vec!["record", "cost_ps"],
             "MONITOR_ENTER" | "MONITOR_EXIT" => vec!["monitor", "depth"],
+            "BYTECODE" => vec!["class", "method", "sig", "loc", "insn"],
             other => panic!("unexpected type {other}"),
         }
     };

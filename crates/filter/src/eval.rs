@@ -740,7 +740,8 @@ fn method_of(ev: &Event) -> Option<MethodId> {
         EventKind::Call { method, .. }
         | EventKind::Return { method, .. }
         | EventKind::Throw { method, .. }
-        | EventKind::Catch { method, .. } => Some(*method),
+        | EventKind::Catch { method, .. }
+        | EventKind::Bytecode { method, .. } => Some(*method),
         _ => None,
     }
 }
@@ -760,7 +761,8 @@ fn handle_of(f: Field, ev: &Event) -> Option<u32> {
             EventKind::Call { method, .. }
             | EventKind::Return { method, .. }
             | EventKind::Throw { method, .. }
-            | EventKind::Catch { method, .. } => Some(method.0),
+            | EventKind::Catch { method, .. }
+            | EventKind::Bytecode { method, .. } => Some(method.0),
             _ => None,
         },
         _ => None,
@@ -802,6 +804,10 @@ fn symbol_of(f: Field, ev: &Event, syms: &SymbolTable) -> Option<StringId> {
         },
         Field::Owner => match &ev.kind {
             EventKind::MonitorContendedEnter { owner: Some(o), .. } => thread_name(*o, syms),
+            _ => None,
+        },
+        Field::Insn => match &ev.kind {
+            EventKind::Bytecode { insn, .. } => Some(*insn),
             _ => None,
         },
         Field::Group => match &ev.kind {
@@ -854,6 +860,12 @@ fn number_of(f: Field, ev: &Event, syms: &SymbolTable) -> Option<i128> {
     Some(match f {
         Field::Id => i128::from(ev.id),
         Field::Time => i128::from(ev.time_ns),
+        Field::Loc if matches!(k, EventKind::Bytecode { .. }) => {
+            let EventKind::Bytecode { bci, .. } = k else {
+                return None;
+            };
+            i128::from(*bci)
+        }
         Field::Loc | Field::Line => {
             let loc = match k {
                 EventKind::Throw { loc, .. } | EventKind::Catch { loc, .. } => loc,

@@ -46,6 +46,7 @@ pub enum Field {
     Daemon,
     Priority,
     Group,
+    Insn,
 }
 
 /// What a field holds, which decides the operators and literals it takes.
@@ -84,7 +85,7 @@ pub const FIELDS: &[(Field, &str, &[&str], FieldType, &str)] = &[
         "type",
         &["TYPE"],
         FieldType::Type,
-        "event type: THREAD_START, CLASS_LOAD, CALL, RETURN, THROW, CATCH, MONITOR_…, GC_…, DROPPED",
+        "event type: THREAD_START, CLASS_LOAD, CALL, RETURN, THROW, CATCH, MONITOR_…, GC_…, DROPPED, SAMPLE, BYTECODE",
     ),
     (Field::Thread, "thread", &["THRD"], FieldType::Symbol, "thread name"),
     (
@@ -92,7 +93,7 @@ pub const FIELDS: &[(Field, &str, &[&str], FieldType, &str)] = &[
         "class",
         &["CLASS"],
         FieldType::Symbol,
-        "class of the method (CALL, RETURN, THROW, CATCH) or the loaded class (CLASS_LOAD)",
+        "class of the method (CALL, RETURN, THROW, CATCH, BYTECODE) or the loaded class (CLASS_LOAD)",
     ),
     (Field::Method, "method", &["MTD"], FieldType::Symbol, "method name"),
     (Field::Sig, "sig", &["SIG"], FieldType::Symbol, "JVM descriptor of the method"),
@@ -109,7 +110,7 @@ pub const FIELDS: &[(Field, &str, &[&str], FieldType, &str)] = &[
         "loc",
         &["bci", "LOC"],
         FieldType::Number,
-        "bytecode index of the throw or catch site",
+        "bytecode index of the throw or catch site, or of the instruction (BYTECODE)",
     ),
     (Field::Line, "line", &[], FieldType::Number, "source line of the throw or catch site"),
     (
@@ -227,6 +228,13 @@ pub const FIELDS: &[(Field, &str, &[&str], FieldType, &str)] = &[
         "thread priority (THREAD_START, THREAD_END)",
     ),
     (Field::Group, "group", &[], FieldType::Symbol, "thread group (THREAD_START, THREAD_END)"),
+    (
+        Field::Insn,
+        "insn",
+        &["INSN"],
+        FieldType::Symbol,
+        "instruction as javap -c shows it, e.g. 'iinc 1, 1' (BYTECODE)",
+    ),
 ];
 
 /// The field named `name` (canonical name or alias) and its type.

@@ -87,6 +87,10 @@ impl<W: Write> SubsetWriter<W> {
             EventKind::MonitorEnter { monitor, .. } | EventKind::MonitorExit { monitor, .. } => {
                 self.string(monitor.class, syms)
             }
+            EventKind::Bytecode { method, insn, .. } => {
+                self.method(*method, syms);
+                self.string(*insn, syms);
+            }
             EventKind::Sample {
                 stack, monitors, ..
             } => {

@@ -249,6 +249,22 @@ impl ChunkDecoder {
                         EventKind::MonitorExit { monitor, depth }
                     }
                 }
+                OP_BYTECODE => {
+                    let st = self.threads.get(thread, gen);
+                    let method = if kind_flag {
+                        let m = c.u32()?;
+                        st.bytecode_method = Some(m);
+                        m
+                    } else {
+                        st.bytecode_method
+                            .ok_or(c.err("an earlier BYTECODE of the thread for the method"))?
+                    };
+                    EventKind::Bytecode {
+                        method: MethodId(method),
+                        bci: c.u32()?,
+                        insn: StringId(c.u32()?),
+                    }
+                }
                 _ => read_other_event(&mut c, op, kind_flag, self.pos)?,
             };
 

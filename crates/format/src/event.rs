@@ -275,6 +275,19 @@ pub enum EventKind {
     MonitorEnter { monitor: Monitor, depth: u32 },
     /// The thread released a monitor it acquired at `depth`.
     MonitorExit { monitor: Monitor, depth: u32 },
+    /// A bytecode instruction of a traced method is about to execute
+    /// (`events=bytecode`; VMView's BYTECODE_TRACE).
+    Bytecode {
+        method: MethodId,
+        /// Bytecode offset of the instruction in the method's code.
+        bci: u32,
+        /// The instruction as `javap -c` prints it: the mnemonic, then the
+        /// operands resolved against the constant pool
+        /// (`invokevirtual java/io/PrintStream.println:(Ljava/lang/String;)V`,
+        /// `if_icmpge 27`, `iinc 1, 1`). One string per distinct text, so
+        /// an instruction executed a million times is named once per chunk.
+        insn: StringId,
+    },
 }
 
 /// A thread's resource counters at a CALL or RETURN (`metrics=cpu,alloc`).
@@ -355,6 +368,7 @@ impl EventKind {
             EventKind::Calibration { .. } => "CALIBRATION",
             EventKind::MonitorEnter { .. } => "MONITOR_ENTER",
             EventKind::MonitorExit { .. } => "MONITOR_EXIT",
+            EventKind::Bytecode { .. } => "BYTECODE",
         }
     }
 }
@@ -385,6 +399,7 @@ impl EventKind {
             EventKind::Calibration { .. } => 18,
             EventKind::MonitorEnter { .. } => 19,
             EventKind::MonitorExit { .. } => 20,
+            EventKind::Bytecode { .. } => 21,
         }
     }
 }
@@ -412,4 +427,5 @@ pub const EVENT_TYPE_NAMES: &[&str] = &[
     "CALIBRATION",
     "MONITOR_ENTER",
     "MONITOR_EXIT",
+    "BYTECODE",
 ];

@@ -32,6 +32,8 @@ pub(crate) struct ThreadState {
     pub cpu_ns: u64,
     /// Allocated bytes likewise.
     pub alloc_bytes: u64,
+    /// Method of the thread's last BYTECODE in this chunk.
+    pub bytecode_method: Option<u32>,
 }
 
 impl ThreadState {
@@ -44,6 +46,7 @@ impl ThreadState {
             self.frames.clear();
             self.cpu_ns = 0;
             self.alloc_bytes = 0;
+            self.bytecode_method = None;
         }
     }
 
@@ -151,6 +154,7 @@ impl Threads {
             s.frames.clear();
             s.cpu_ns = 0;
             s.alloc_bytes = 0;
+            s.bytecode_method = None;
         }
     }
 }

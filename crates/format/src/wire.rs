@@ -60,7 +60,8 @@ pub const F_THREAD: u8 = 0x20;
 pub const F_ID: u8 = 0x40;
 /// Kind-specific: CALL/RETURN "an extras byte follows", THROW "has a catch
 /// site", MONITOR_CONTENDED_ENTER "has an owner", MONITOR_WAITED "timed out",
-/// MONITOR_ENTER/EXIT "the depth is written".
+/// MONITOR_ENTER/EXIT "the depth is written", BYTECODE "the method is
+/// written".
 pub const F_KIND: u8 = 0x80;
 
 pub const OP_STRING: u8 = 0;
@@ -85,7 +86,9 @@ pub const OP_SAMPLE: u8 = 17;
 /// A stack symbol record (added after version 1's first release: older
 /// readers reject a chunk holding one as "a known record type").
 pub const OP_STACK: u8 = 18;
-// 19 is BYTECODE.
+/// A BYTECODE event: method id (only with K; else that of the thread's
+/// previous BYTECODE in the chunk), offset, instruction string id.
+pub const OP_BYTECODE: u8 = 19;
 /// The depth window moved: min depth, max depth (0 = none), reason, rate.
 pub const OP_TRACE_WINDOW: u8 = 20;
 /// A tracing period began on a thread: period number, stack handle.

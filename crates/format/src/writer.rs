@@ -627,6 +627,18 @@ impl<W: Write> TraceWriter<W> {
                     put_i64(buf, i64::from(*depth) - i64::from(current));
                 }
             }
+            EventKind::Bytecode { method, bci, insn } => {
+                let st = self.threads.get(t, gen);
+                if st.bytecode_method == Some(method.0) {
+                    head(buf, OP_BYTECODE);
+                } else {
+                    head(buf, OP_BYTECODE | F_KIND);
+                    put_u64(buf, u64::from(method.0));
+                    st.bytecode_method = Some(method.0);
+                }
+                put_u64(buf, u64::from(*bci));
+                put_u64(buf, u64::from(insn.0));
+            }
         }
 
         self.cur_thread = t;
@@ -728,6 +740,10 @@ impl<W: Write> TraceWriter<W> {
             EventKind::TraceWindow { .. }
             | EventKind::PeriodEnd { .. }
             | EventKind::Calibration { .. } => {}
+            EventKind::Bytecode { method, insn, .. } => {
+                d.method(*method, gen, buf)?;
+                d.string(*insn, gen, buf)?;
+            }
         }
         Ok(())
     }

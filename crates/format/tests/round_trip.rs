@@ -428,3 +428,28 @@ fn monitor_enter_at_the_current_depth_leaves_the_depth_out() {
     assert_eq!(read(&a).0, implicit);
     assert_eq!(read(&b).0, explicit);
 }
+
+#[test]
+fn a_bytecode_trace_costs_a_few_bytes_per_instruction() {
+    // BYTECODE names its instruction text by string handle and leaves out
+    // the method when it is that of the thread's previous BYTECODE.
+    let events: Vec<Event> = (0..1000u64)
+        .map(|i| Event {
+            id: i,
+            time_ns: i * 100,
+            thread: T_WORKER,
+            kind: EventKind::Bytecode {
+                method: M_ADD,
+                bci: (i % 20) as u32,
+                insn: S_ITEM,
+            },
+        })
+        .collect();
+    let bytes = write(&symbols(), &events, DEFAULT_CHUNK_BYTES);
+    let (back, diags, _) = read(&bytes);
+    assert_eq!(diags, vec![]);
+    assert_eq!(back, events);
+    // Tag, a 2-byte time delta, offset, string handle: 5 bytes.
+    let per_insn = bytes.len() as f64 / 1000.0;
+    assert!(per_insn < 5.5, "{per_insn} bytes per instruction");
+}

@@ -353,6 +353,46 @@ pub fn all_kinds() -> Vec<Event> {
             },
         ),
         (
+            T_MAIN,
+            EventKind::Bytecode {
+                method: M_MAIN,
+                bci: 0,
+                insn: S_ITEM,
+            },
+        ),
+        (
+            T_MAIN,
+            EventKind::Bytecode {
+                method: M_MAIN,
+                bci: 65_535,
+                insn: S_ADD,
+            },
+        ),
+        (
+            T_WORKER,
+            EventKind::Bytecode {
+                method: M_ADD,
+                bci: 3,
+                insn: S_ITEM,
+            },
+        ),
+        (
+            T_MAIN,
+            EventKind::Bytecode {
+                method: M_MAIN,
+                bci: 7,
+                insn: S_ITEM,
+            },
+        ),
+        (
+            T_MAIN,
+            EventKind::Bytecode {
+                method: M_ADD,
+                bci: 7,
+                insn: S_ITEM,
+            },
+        ),
+        (
             T_WORKER,
             EventKind::Return {
                 metrics: Default::default(),

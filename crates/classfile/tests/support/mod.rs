@@ -2,6 +2,8 @@
 //! the test driver that instruments a directory of classes, and the reader
 //! of the test probe's log.
 
+pub mod javap;
+
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
