@@ -9,7 +9,8 @@
 # the Java method a Rhino script calls as the script's rounds, to javac's
 # parser as source files.
 #
-#   scripts/soak.sh [--short] [--minutes N] [--apps LIST] [--kinds LIST]
+#   scripts/soak.sh [--short | --small] [--once | --minutes N] [--apps LIST]
+#                   [--kinds LIST]
 #
 # --short      small workloads: each application once with every event kind
 #              (calls in bci mode), then the first one with calls in jvmti
@@ -17,6 +18,8 @@
 # --minutes N  the long soak (default 60): the full matrix, application ×
 #              kind × mode, with large workloads, repeated until N minutes
 #              have passed
+# --once       the full matrix once, however long it takes
+# --small      the full matrix with the short workloads
 # --apps       comma-separated subset of jetty,h2,rhino,javac
 # --kinds      comma-separated subset of calls,calls-jvmti,exceptions,
 #              threads,classes,locks,gc,samples (long soak only)
@@ -34,12 +37,16 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 short=0
+small=0
+once=0
 minutes=60
 apps=jetty,h2,rhino,javac
 kinds=calls,calls-jvmti,exceptions,threads,classes,locks,gc,samples
 while (($#)); do
   case $1 in
-  --short) short=1 ;;
+  --short) short=1 small=1 ;;
+  --small) small=1 ;;
+  --once) once=1 ;;
   --minutes) minutes=${2:?--minutes needs a number}; shift ;;
   --apps) apps=${2:?--apps needs a list}; shift ;;
   --kinds) kinds=${2:?--kinds needs a list}; shift ;;
@@ -121,10 +128,10 @@ EOF
   find "$out/gen" -name '*.java' | sort >"$out/sources"
 }
 
-# Workload sizes: short, long; the jvmti mode interprets everything, so
+# Workload sizes: small, large; the jvmti mode interprets everything, so
 # its workloads are a tenth.
 size() { # APP
-  case $1:$short in
+  case $1:$small in
   jetty:1) echo 300 ;; jetty:0) echo 20000 ;;
   h2:1) echo 100 ;; h2:0) echo 5000 ;;
   rhino:1) echo 300 ;; rhino:0) echo 30000 ;;
@@ -148,7 +155,7 @@ app_cmd() { # APP N RUNDIR
 app_classes() { # APP MODE
   case $1 in
   jetty) echo "soak.*,org.eclipse.jetty.server.handler.*" ;;
-  h2) echo "soak.*,org.h2.command.*" ;;
+  h2) echo "soak.*,org.h2.jdbc.*" ;;
   rhino) echo "soak.*,org.mozilla.javascript.json.*" ;;
   javac) if [ "$2" = jvmti ]; then echo "com.sun.tools.javac.parser.*"; fi ;;
   esac
@@ -281,9 +288,11 @@ if ((short)); then
   done
   run_kind "${app_list[0]}" "$(size "${app_list[0]}")" calls-jvmti
 else
+  if ((once)); then minutes=$((365 * 24 * 60)); fi
   deadline=$(($(date +%s) + minutes * 60))
   round=0
   while (($(date +%s) < deadline)); do
+    ((once && round == 1)) && break
     round=$((round + 1))
     echo "soak: round $round"
     for app in "${app_list[@]}"; do
