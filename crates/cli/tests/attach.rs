@@ -342,6 +342,25 @@ fn attach_reaches_a_jvm_with_its_own_mount_and_pid_namespace_and_private_tmp() {
     assert!(log.contains("stopped; wrote"), "{log}");
     assert!(!calls_of(&jsonl(&trace), "fx.ServiceWorker.step").is_empty());
     assert!(!Path::new(&format!("/tmp/.java_pid{pid}")).exists());
+
+    // A directory the JVM does not see (our /tmp is not its /tmp): it
+    // writes into its own /tmp and vmview copies the trace out at stop.
+    let ours = std::env::temp_dir().join(format!("vmview-attach-ns-{}", std::process::id()));
+    std::fs::create_dir_all(&ours).unwrap();
+    let outside = ours.join("outside.vmv");
+    vmview_ok(&[
+        "attach",
+        &pid,
+        "--classes",
+        "fx.ServiceWorker",
+        "--duration",
+        "1s",
+        "-o",
+        path_str(&outside),
+    ]);
+    let copied = jsonl(&outside);
+    let _ = std::fs::remove_dir_all(&ours);
+    assert!(!calls_of(&copied, "fx.ServiceWorker.step").is_empty());
     let (out, err) = service.finish();
     assert_eq!(out, SERVICE_OUTPUT);
     assert_eq!(err, "");

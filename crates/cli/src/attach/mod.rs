@@ -256,9 +256,22 @@ fn options(
         None if default_file => Some(PathBuf::from(format!("trace-{}.vmv", p.pid))),
         None => None,
     };
-    let file = output
-        .map(|o| std::path::absolute(&o).unwrap_or(o))
-        .map(|o| target_path(p, &o));
+    let output = output.map(|o| std::path::absolute(&o).unwrap_or(o));
+    if let Some(dir) = output.as_deref().and_then(Path::parent) {
+        if !dir.is_dir() {
+            return Err(hinted(
+                format!(
+                    "cannot write the trace into {}: no such directory",
+                    dir.display()
+                ),
+                format!(
+                    "create it (mkdir -p {}) or choose another -o",
+                    dir.display()
+                ),
+            ));
+        }
+    }
+    let file = output.map(|o| target_path(p, &o));
     let flags = AgentFlags {
         classes: &args.classes,
         exclude: &args.exclude,
@@ -363,8 +376,9 @@ fn stop(p: &Process, library: &str, copy_to: Option<&Path>) -> anyhow::Result<()
         );
         std::fs::copy(&file, &dest).map_err(|e| {
             plain(format!(
-                "cannot copy the trace out of the JVM's /tmp ({}): {e}",
-                file.display()
+                "cannot copy the trace from the JVM's /tmp ({}) to {}: {e}",
+                file.display(),
+                dest.display()
             ))
         })?;
         let _ = std::fs::remove_file(&file);
