@@ -358,6 +358,8 @@ struct Plan {
     gc: bool,
     classes: bool,
     samples: bool,
+    /// Single-stepping trace-class methods (`events=bytecode`).
+    bytecode: bool,
 }
 
 impl Plan {
@@ -375,6 +377,7 @@ impl Plan {
             gc: o.events.contains(EventGroup::Gc),
             classes: o.events.contains(EventGroup::Classes),
             samples: o.events.contains(EventGroup::Samples),
+            bytecode: o.events.contains(EventGroup::Bytecode) && has_classes,
         }
     }
 }
@@ -418,6 +421,11 @@ fn capabilities(
     if plan.classes {
         caps.set_can_get_source_file_name(1);
     }
+    if plan.bytecode {
+        caps.set_can_generate_single_step_events(1);
+        caps.set_can_get_bytecodes(1);
+        caps.set_can_get_constant_pool(1);
+    }
     if plan.samples {
         caps.set_can_get_line_numbers(1);
         // Only for the monitors a BLOCKED tick lists; an attached agent
@@ -431,7 +439,7 @@ fn capabilities(
 
 /// The capabilities the agent may ask for, by name, for error messages.
 type CapabilityBit = fn(&sys::jvmtiCapabilities) -> u32;
-const CAPABILITY_NAMES: [(&str, CapabilityBit); 12] = [
+const CAPABILITY_NAMES: [(&str, CapabilityBit); 14] = [
     ("can_tag_objects", sys::jvmtiCapabilities::can_tag_objects),
     (
         "can_generate_method_entry_events",
@@ -448,6 +456,14 @@ const CAPABILITY_NAMES: [(&str, CapabilityBit); 12] = [
     (
         "can_get_bytecodes",
         sys::jvmtiCapabilities::can_get_bytecodes,
+    ),
+    (
+        "can_generate_single_step_events",
+        sys::jvmtiCapabilities::can_generate_single_step_events,
+    ),
+    (
+        "can_get_constant_pool",
+        sys::jvmtiCapabilities::can_get_constant_pool,
     ),
     (
         "can_get_line_numbers",
@@ -518,6 +534,9 @@ impl Agent {
         if plan.gc {
             events.extend(GC_EVENTS);
         }
+        if plan.bytecode {
+            events.push(sys::JVMTI_EVENT_SINGLE_STEP);
+        }
         for e in events {
             if let Err(err) = self.jvmti.set_event(true, e) {
                 self.problems.jvmti(err);
@@ -582,7 +601,8 @@ const GC_EVENTS: [sys::jvmtiEvent; 2] = [
     sys::JVMTI_EVENT_GARBAGE_COLLECTION_FINISH,
 ];
 
-const ALL_EVENTS: [sys::jvmtiEvent; 13] = [
+const ALL_EVENTS: [sys::jvmtiEvent; 14] = [
+    sys::JVMTI_EVENT_SINGLE_STEP,
     sys::JVMTI_EVENT_THREAD_START,
     sys::JVMTI_EVENT_THREAD_END,
     sys::JVMTI_EVENT_CLASS_PREPARE,

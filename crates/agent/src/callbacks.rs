@@ -27,6 +27,7 @@ pub fn install(cb: &mut sys::jvmtiEventCallbacks) {
     cb.VMDeath = Some(vm_death);
     cb.ThreadStart = Some(thread_start);
     cb.ThreadEnd = Some(thread_end);
+    cb.SingleStep = Some(crate::capture::single_step::single_step);
     cb.ClassPrepare = Some(class_prepare);
     cb.Exception = Some(exception);
     cb.ExceptionCatch = Some(exception_catch);

@@ -503,6 +503,15 @@ impl Jvmti {
 
     /// The method's bytecodes, as the class file (after any rewriting by
     /// the ClassFileLoadHook) has them.
+    /// `GetConstantPool`: the pool's `constant_pool_count` and its entries
+    /// in class-file form, with the indices `GetBytecodes` uses.
+    pub fn constant_pool(self, class: sys::jclass) -> Result<(u16, Vec<u8>)> {
+        let (mut count, mut len, mut p) = (0, 0, ptr::null_mut());
+        call!(self.0, GetConstantPool, class, &mut count, &mut len, &mut p)?;
+        let bytes = self.take_array(p, len);
+        Ok((u16::try_from(count).unwrap_or(0), bytes))
+    }
+
     pub fn bytecodes(self, method: sys::jmethodID) -> Result<Vec<u8>> {
         let (mut n, mut p) = (0, ptr::null_mut());
         call!(self.0, GetBytecodes, method, &mut n, &mut p)?;

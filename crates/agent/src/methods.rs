@@ -45,6 +45,9 @@ pub struct MethodInfo {
     /// Where the probe's catch-all handler starts, in an instrumented
     /// method (bci mode).
     probe_handler: OnceLock<Option<i64>>,
+    /// The method's instructions as (offset, text) for BYTECODE events,
+    /// sorted by offset; disassembled on the first single step into it.
+    pub instructions: OnceLock<Box<[(u32, StringId)]>>,
 }
 
 impl MethodInfo {
@@ -203,6 +206,7 @@ fn compute(agent: &Agent, jni: Jni, method: sys::jmethodID) -> MethodInfo {
         symbol: OnceLock::new(),
         lines: OnceLock::new(),
         probe_handler: OnceLock::new(),
+        instructions: OnceLock::new(),
     };
     if traced {
         info.symbol(agent, jni, method);

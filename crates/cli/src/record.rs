@@ -152,6 +152,13 @@ pub fn run(args: RecordArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
             "vmview: note: no --classes given, so no method calls are recorded \
              (trace your code with e.g. --classes 'com.acme.*')"
         );
+    } else if args.classes.is_empty()
+        && parsed.events.contains(vmview_options::EventGroup::Bytecode)
+    {
+        eprintln!(
+            "vmview: note: no --classes given, so no bytecode is traced \
+             (events=bytecode single-steps only trace-class methods: --classes 'com.acme.Hot')"
+        );
     }
     check_output_dir(&args.output)?;
     let agent = find_agent()?;

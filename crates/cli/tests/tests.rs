@@ -6,6 +6,7 @@ mod support;
 
 mod attach;
 mod bci;
+mod bytecode_trace;
 mod dataflow;
 mod errors;
 mod faults;

@@ -98,7 +98,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "events",
         value: Some("LIST"),
         default: Some("calls+exceptions+threads+locks+gc"),
-        help: "events to record, '+'-separated: calls, exceptions, threads, classes, locks, gc, samples (or all = all but samples, default)",
+        help: "events to record, '+'-separated: calls, exceptions, threads, classes, locks, gc, samples, bytecode (or all = all but samples and bytecode, default)",
         apply: |o, v| {
             o.events = EventSet::parse(v)?;
             Ok(())
@@ -122,7 +122,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "mode",
         value: Some("bci|jvmti"),
         default: Some("bci"),
-        help: "how calls are captured: bci (probe calls inserted into trace classes as they load; fast) or jvmti (JVMTI method events; interpreter only, 70-100x slower)",
+        help: "how calls are captured: bci (probe calls inserted into trace classes as they load; fast) or jvmti (JVMTI method events; interpreter only, 70-100x slower; the default with events=...+bytecode)",
         apply: |o, v| {
             o.mode = match v {
                 "bci" => CaptureMode::Bci,
@@ -279,6 +279,7 @@ impl AgentOptions {
     /// `-agentpath:LIB=OPTIONS`). An empty string gives the defaults.
     pub fn parse(s: &str) -> Result<AgentOptions, OptionError> {
         let mut opts = AgentOptions::default();
+        let mut mode_given = false;
         for item in s.split(',') {
             let item = item.trim();
             if item.is_empty() {
@@ -289,6 +290,7 @@ impl AgentOptions {
                 None => (item, None),
             };
             let spec = option(key).ok_or_else(|| OptionError::unknown(key))?;
+            mode_given |= spec.name == "mode";
             let value = match (value, spec.is_flag()) {
                 (Some(v), _) => v,
                 (None, true) => "true",
@@ -307,6 +309,18 @@ impl AgentOptions {
                 option: spec.name,
                 message,
             })?;
+        }
+        // Single-stepping a rewritten class would show the probe's calls,
+        // at offsets javac never wrote; stepping forces the interpreter
+        // anyway, so JVMTI method events cost little more.
+        if opts.events.contains(EventGroup::Bytecode) && opts.mode == CaptureMode::Bci {
+            if mode_given {
+                return Err(OptionError::Invalid {
+                    option: "mode",
+                    message: "events=bytecode needs mode=jvmti (single-stepping classes rewritten by mode=bci would show vmview's probe calls); drop mode=bci".to_string(),
+                });
+            }
+            opts.mode = CaptureMode::Jvmti;
         }
         Ok(opts)
     }
@@ -388,10 +402,13 @@ pub enum EventGroup {
     /// SAMPLE: every thread's stack and state each `interval`. Not in
     /// `default` nor `all`: sampling is a mode of its own (reactions).
     Samples,
+    /// BYTECODE: every instruction executed in trace-class methods, by
+    /// JVMTI single-stepping (interpreter only). Not in `default` nor `all`.
+    Bytecode,
 }
 
 impl EventGroup {
-    pub const ALL: [EventGroup; 7] = [
+    pub const ALL: [EventGroup; 8] = [
         EventGroup::Calls,
         EventGroup::Exceptions,
         EventGroup::Threads,
@@ -399,6 +416,7 @@ impl EventGroup {
         EventGroup::Locks,
         EventGroup::Gc,
         EventGroup::Samples,
+        EventGroup::Bytecode,
     ];
 
     /// The name used in `events=`.
@@ -411,6 +429,7 @@ impl EventGroup {
             EventGroup::Locks => "locks",
             EventGroup::Gc => "gc",
             EventGroup::Samples => "samples",
+            EventGroup::Bytecode => "bytecode",
         }
     }
 
@@ -432,7 +451,7 @@ impl EventSet {
     /// Everything but `classes`: a Hello World traced with `classes=Hello`
     /// stays a handful of events instead of hundreds of class loads.
     pub const DEFAULT: EventSet = EventSet(0b11_0111);
-    /// Every group but `samples`.
+    /// Every group but `samples` and `bytecode`.
     pub const ALL: EventSet = EventSet(0b11_1111);
 
     pub fn contains(self, g: EventGroup) -> bool {

@@ -109,7 +109,7 @@ fn comma_separated_events_get_a_hint_about_plus() {
 #[test]
 fn bad_values_name_the_option_and_what_is_accepted() {
     let e = error("events=cals");
-    assert_eq!(e, "events: unknown event 'cals' (known: calls, exceptions, threads, classes, locks, gc, samples, all, default)");
+    assert_eq!(e, "events: unknown event 'cals' (known: calls, exceptions, threads, classes, locks, gc, samples, bytecode, all, default)");
     assert_eq!(
         error("exceptions=some"),
         "exceptions: expected 'traced' or 'all', got 'some'"
@@ -242,4 +242,20 @@ fn samples_are_off_by_default_and_interval_and_io_parse() {
     assert_eq!(o.interval, std::time::Duration::from_millis(5));
     assert!(o.io.matches("org.x.Net.read"));
     assert!(error("interval=10us").contains("too short"));
+}
+
+#[test]
+fn bytecode_is_off_by_default_and_brings_jvmti_method_events() {
+    assert!(!parse("").events.contains(EventGroup::Bytecode));
+    assert!(!parse("events=all").events.contains(EventGroup::Bytecode));
+    let o = parse("events=calls+bytecode,classes=fx.Loop");
+    assert!(o.events.contains(EventGroup::Bytecode));
+    assert_eq!(
+        o.mode,
+        CaptureMode::Jvmti,
+        "chosen, since bci would show probe calls"
+    );
+    assert_eq!(parse("events=bytecode,mode=jvmti").mode, CaptureMode::Jvmti);
+    let e = error("events=bytecode,mode=bci");
+    assert!(e.starts_with("mode:") && e.contains("mode=jvmti"), "{e}");
 }

@@ -16,6 +16,7 @@ pub mod bytecode;
 pub mod method_events;
 mod probe_class;
 mod probe_natives;
+pub mod single_step;
 
 use crate::agent::Agent;
 use crate::jvmti::{Jni, Jvmti};
