@@ -366,6 +366,76 @@ fn attach_reaches_a_jvm_with_its_own_mount_and_pid_namespace_and_private_tmp() {
     assert_eq!(err, "");
 }
 
+#[test]
+fn root_attaches_as_the_jvms_user_and_a_user_cannot_attach_to_anothers_jvm() {
+    // SAFETY: a plain getter.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to run the JVM as another user");
+        return;
+    }
+    agent();
+    let as_nobody = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    let readable = format!(
+        "test -r {}/fx/Service.class && test -x {} && test -r {}",
+        classes().display(),
+        vmview().display(),
+        agent().display()
+    );
+    let can_read = Command::new(as_nobody[0])
+        .args(&as_nobody[1..])
+        .args(["sh", "-c", &readable])
+        .status();
+    if !can_read.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: setpriv is missing or uid 65534 cannot read the build directory");
+        return;
+    }
+    let java = which_java();
+    let mut command = as_nobody.to_vec();
+    command.push(&java);
+    let service = Service::start("attach-user", &command, &[]);
+    let pid = service.jvm_pid().to_string();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&service.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+
+    // Another (unprivileged) user: refused before the JVM is touched.
+    let out = Command::new(as_nobody[0])
+        .args(&as_nobody[1..])
+        .arg(vmview())
+        .args(["attach", "1", "status"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("belongs to uid 0, not to you (uid 65534)"),
+        "{stderr}"
+    );
+
+    // Root takes the JVM's uid and gid; the JVM writes the trace as itself.
+    let trace = service.dir.join("user.vmv");
+    vmview_ok(&[
+        "attach",
+        &pid,
+        "--classes",
+        "fx.ServiceWorker",
+        "--duration",
+        "1s",
+        "-o",
+        path_str(&trace),
+    ]);
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&trace).unwrap().uid(), 65534);
+    assert!(!calls_of(&jsonl(&trace), "fx.ServiceWorker.step").is_empty());
+    let (out, err) = service.finish();
+    assert_eq!(out, SERVICE_OUTPUT);
+    assert_eq!(err, "");
+}
+
 /// The `java` on PATH, as an absolute path (for `sh -c 'exec "$0"'`).
 fn which_java() -> String {
     let out = Command::new("sh")

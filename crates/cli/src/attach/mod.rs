@@ -165,8 +165,15 @@ fn attachable(pid: u32) -> anyhow::Result<Process> {
     let name = p.cmdline.first().map_or("?", String::as_str);
     if euid != 0 && p.uid != euid {
         return Err(hinted(
-            format!("pid {pid} ({name}) belongs to uid {}, not to you (uid {euid})", p.uid),
-            "HotSpot accepts attach only from its own user: run vmview as that user (sudo -u '#UID' vmview attach …) or as root",
+            format!(
+                "pid {pid} ({name}) belongs to uid {}, not to you (uid {euid})",
+                p.uid
+            ),
+            format!(
+                "HotSpot accepts attach only from its own user: run vmview as that user \
+                 (sudo -u '#{}' vmview attach …) or as root",
+                p.uid
+            ),
         ));
     }
     match p.jvm_library() {
