@@ -187,10 +187,15 @@ pub unsafe fn start_attached(
                 "{} not recorded: this JVM grants {} only to agents loaded at startup (use vmview record{})",
                 group.name(),
                 missing.join(", "),
-                if group == EventGroup::Calls && options.mode == CaptureMode::Jvmti {
-                    ", or mode=bci"
-                } else {
-                    ""
+                match (group, options.mode) {
+                    // events=bytecode chose mode=jvmti for the calls.
+                    (EventGroup::Calls, CaptureMode::Jvmti)
+                        if options.events.contains(EventGroup::Bytecode) =>
+                    {
+                        ", or leave out events=bytecode: calls then use mode=bci"
+                    }
+                    (EventGroup::Calls, CaptureMode::Jvmti) => ", or mode=bci",
+                    _ => "",
                 }
             ));
         }

@@ -330,7 +330,10 @@ fn start(
     eprintln!(
         "vmview: recording pid {} ({}) into {}",
         p.pid,
-        reply.get("recording").unwrap_or("?"),
+        reply
+            .get("recording")
+            .filter(|r| !r.is_empty())
+            .unwrap_or("no events"),
         file.display()
     );
     reply.print_notes();
