@@ -548,6 +548,7 @@ impl Agent {
             }
         }
         if plan.calls {
+            crate::calibrate::record(self, jni);
             if let Err(err) = self.capture.start(self, jni) {
                 self.problems.capture(|| err);
             }

@@ -27,6 +27,7 @@
 
 mod agent;
 mod buffers;
+mod calibrate;
 mod callbacks;
 mod capture;
 mod classes;

@@ -6,7 +6,9 @@
 //! Each analysis implements [`EventSink`], the one seam between whatever
 //! produces events (a `TraceReader`, a filter) and whatever consumes them.
 
+pub mod calltree;
 pub mod dataflow;
+pub mod locks;
 pub mod reactions;
 pub mod stats;
 

@@ -7,11 +7,13 @@
 //! formats live in the library crates so other front ends can reuse them.
 
 mod attach;
+mod calltree;
 mod dataflow;
 mod error;
 mod export;
 mod filter;
 mod jvms;
+mod locks;
 mod merge;
 mod progress;
 mod reactions;
@@ -54,7 +56,11 @@ Examples:
   vmview stats trace.vmv
 
   # What each traced method is called with and returns
-  vmview dataflow trace.vmv";
+  vmview dataflow trace.vmv
+
+  # Where the time went, call by call; who waited for which lock
+  vmview calltree trace.vmv --compensate
+  vmview locks trace.vmv";
 
 #[derive(Parser)]
 #[command(name = "vmview", version, about = ABOUT, after_long_help = EXAMPLES, propagate_version = true)]
@@ -78,6 +84,8 @@ enum Command {
     View(view::ViewArgs),
     Merge(merge::MergeArgs),
     Reactions(reactions::ReactionsArgs),
+    Calltree(calltree::CalltreeArgs),
+    Locks(locks::LocksArgs),
 }
 
 fn main() -> ExitCode {
@@ -113,6 +121,8 @@ fn main() -> ExitCode {
         Command::View(args) => view::run(&args),
         Command::Merge(args) => merge::run(&args),
         Command::Reactions(args) => reactions::run(&args),
+        Command::Calltree(args) => calltree::run(&args),
+        Command::Locks(args) => locks::run(&args),
     };
     match result {
         Ok(code) => code,

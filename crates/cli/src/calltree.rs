@@ -1,0 +1,589 @@
+//! `vmview calltree`: the call tree of each thread and of all threads —
+//! call counts, inclusive and exclusive wall time, CPU time and allocated
+//! bytes (when recorded with `metrics=`), monitors held as placeholder
+//! nodes, optionally compensated for the tracer's own cost and split by
+//! tracing period.
+//!
+//! The trees come from `vmview_analysis::calltree`; this module reads the
+//! trace, picks the trees asked for and renders them as indented text, as
+//! one JSON document (keys are a contract: add, never rename), or as
+//! collapsed stacks for flame-graph tools.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::bail;
+use clap::{Args, ValueEnum};
+use serde_json::{json, Value as Json};
+use vmview_analysis::calltree::{CallTree, CallTreeBuilder, CallTrees, NodeKey, NodeStats};
+use vmview_analysis::EventSink;
+use vmview_export::names::{monitor_name, MethodNames};
+use vmview_format::SymbolTable;
+
+use crate::error::hinted;
+use crate::trace;
+
+const LONG_ABOUT: &str = "\
+Show where the time went, call by call: one tree per thread and one for all \
+threads merged, each node a calling context (a method under the chain of \
+calls that led to it) with its number of calls, inclusive time (the calls \
+with everything they called) and exclusive time (their own code and \
+untraced callees). Recorded with metrics=cpu,alloc the tree also shows CPU \
+time and allocated bytes. A monitor held while calls ran is a placeholder \
+node `[monitor CLASS@hash]` with those calls below it.
+
+--compensate subtracts from every node the calibrated cost of the records \
+the agent emitted inside it (the CALIBRATION events of the trace), so cheap, \
+often-called methods no longer look expensive because they are traced. \
+--per-period shows one tree per tracing period (record with period=); the \
+default merges them. The trace needs CALL/RETURN events: record with --classes.";
+
+const EXAMPLES: &str = "\
+Examples:
+  vmview calltree trace.vmv
+  vmview calltree trace.vmv --thread main --compensate
+  vmview calltree trace.vmv --min-share 1% --per-period
+  vmview calltree trace.vmv --format collapsed | flamegraph.pl > calls.svg
+  vmview calltree trace.vmv --format json | jq '.merged.children[0]'";
+
+#[derive(Args)]
+#[command(about = "Call trees per thread: counts, inclusive/exclusive wall, CPU and allocation", long_about = LONG_ABOUT, after_long_help = EXAMPLES)]
+pub struct CalltreeArgs {
+    /// The trace file (.vmv).
+    file: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Only threads whose name matches GLOB (`*` any text, `?` one
+    /// character; repeatable).
+    #[arg(long, value_name = "GLOB")]
+    thread: Vec<String>,
+    /// Subtract the calibrated cost of the records emitted inside each node.
+    #[arg(long)]
+    compensate: bool,
+    /// One tree per tracing period instead of one merged tree.
+    #[arg(long)]
+    per_period: bool,
+    /// Hide nodes below this share of their tree's total inclusive time:
+    /// 0.01 or 1%.
+    #[arg(long, value_name = "F", value_parser = parse_share, default_value = "0")]
+    min_share: f64,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    /// Indented trees, for people.
+    Text,
+    /// One JSON document, for tools.
+    Json,
+    /// `thread;frame;frame exclusive-ns` lines, for flame-graph tools.
+    Collapsed,
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    let (num, scale) = match s.strip_suffix('%') {
+        Some(n) => (n, 100.0),
+        None => (s, 1.0),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&(v / scale)) => Ok(v / scale),
+        _ => Err(format!(
+            "'{s}' is not a share: write a fraction from 0 to 1 (0.01) or a percentage (1%)"
+        )),
+    }
+}
+
+/// `*` and `?` globs over a whole thread name.
+fn glob_matches(glob: &[char], text: &[char]) -> bool {
+    let (mut g, mut t) = (0, 0);
+    let mut back: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if g < glob.len() && (glob[g] == '?' || glob[g] == text[t]) {
+            g += 1;
+            t += 1;
+        } else if g < glob.len() && glob[g] == '*' {
+            back = Some((g, t));
+            g += 1;
+        } else if let Some((bg, bt)) = back {
+            g = bg + 1;
+            t = bt + 1;
+            back = Some((bg, bt + 1));
+        } else {
+            return false;
+        }
+    }
+    glob[g..].iter().all(|c| *c == '*')
+}
+
+/// One tree to show, with its title.
+struct Section {
+    title: String,
+    period: Option<u32>,
+    thread: Option<String>,
+    tree: CallTree,
+}
+
+pub fn run(args: &CalltreeArgs) -> anyhow::Result<ExitCode> {
+    let mut builder = CallTreeBuilder::new();
+    if !args.thread.is_empty() {
+        let globs: Vec<Vec<char>> = args.thread.iter().map(|g| g.chars().collect()).collect();
+        builder = builder.select_threads(move |name| {
+            let name: Vec<char> = name.chars().collect();
+            globs.iter().any(|g| glob_matches(g, &name))
+        });
+    }
+    let mut reader = trace::open(&args.file)?;
+    let mut events = 0u64;
+    while let Some(ev) = reader.next_event() {
+        events += 1;
+        builder.event(&ev, reader.symbols());
+    }
+    let trees = builder.finish();
+    let diags = reader.diagnostics().to_vec();
+    let syms = reader.symbols();
+    if args.compensate && trees.calibration.is_none() {
+        bail!(hinted(
+            format!(
+                "{} has no CALIBRATION event, so there is no cost to compensate",
+                args.file.display()
+            ),
+            "record it again with a vmview agent that calibrates (this one does), or leave out --compensate",
+        ));
+    }
+    if args.per_period && trees.periods.is_empty() {
+        eprintln!(
+            "vmview: note: {} has no tracing periods (record with period=ON/OFF); showing the whole trace",
+            args.file.display()
+        );
+    }
+    let sections = sections(args, &trees);
+    let mut out = io::stdout().lock();
+    match args.format {
+        Format::Text => out.write_all(render_text(args, &trees, &sections, syms).as_bytes())?,
+        Format::Json => {
+            let doc = render_json(args, &trees, &sections, syms);
+            serde_json::to_writer_pretty(&mut out, &doc).map_err(io::Error::from)?;
+            out.write_all(b"\n")?;
+        }
+        Format::Collapsed => out.write_all(render_collapsed(args, &sections, syms).as_bytes())?,
+    }
+    out.flush()?;
+    trace::warn_diagnostics(&diags, events);
+    if trees.threads.is_empty() {
+        eprintln!(
+            "vmview: note: no CALL or RETURN event{} in {}; record with --classes to trace methods",
+            if args.thread.is_empty() {
+                ""
+            } else {
+                " of the selected threads"
+            },
+            args.file.display()
+        );
+    }
+    if trees.unmatched_returns > 0 {
+        eprintln!(
+            "vmview: note: {} RETURN events had no CALL (recording began inside those calls, or events were dropped); they are not in the trees",
+            trees.unmatched_returns
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Per thread then all threads; per period when asked.
+fn sections(args: &CalltreeArgs, trees: &CallTrees) -> Vec<Section> {
+    let mut out = Vec::new();
+    let periods: Vec<Option<u32>> = if args.per_period && !trees.periods.is_empty() {
+        trees.periods.iter().map(|p| Some(*p)).collect()
+    } else {
+        vec![None]
+    };
+    let per_period = periods != [None];
+    for period in periods {
+        let prefix = match period {
+            Some(p) => format!("period {p}, "),
+            None => String::new(),
+        };
+        let mut shown = 0;
+        for th in &trees.threads {
+            let tree = if per_period {
+                match th.period(period) {
+                    Some(t) => {
+                        let mut m = CallTree::new();
+                        m.merge(t);
+                        m
+                    }
+                    None => continue,
+                }
+            } else {
+                th.merged()
+            };
+            shown += 1;
+            out.push(Section {
+                title: format!("{prefix}thread {}", th.name),
+                period,
+                thread: Some(th.name.clone()),
+                tree,
+            });
+        }
+        if shown > 1 {
+            out.push(Section {
+                title: format!("{prefix}all threads"),
+                period,
+                thread: None,
+                tree: if per_period {
+                    trees.period(period)
+                } else {
+                    trees.merged()
+                },
+            });
+        }
+    }
+    out
+}
+
+fn node_name(key: NodeKey, syms: &SymbolTable) -> String {
+    match key {
+        NodeKey::Root => "(root)".to_string(),
+        NodeKey::Method(m) => {
+            let n = MethodNames::resolve(syms, m);
+            format!("{}.{}", n.class, n.name)
+        }
+        NodeKey::Monitor(m) => format!("[monitor {}]", monitor_name(syms, &m)),
+    }
+}
+
+/// Inclusive and exclusive wall time as asked (compensated or not).
+fn wall(args: &CalltreeArgs, s: &NodeStats) -> (u64, u64) {
+    if args.compensate {
+        (s.comp_incl_ns, s.comp_excl_ns)
+    } else {
+        (s.wall_incl_ns, s.wall_excl_ns)
+    }
+}
+
+/// Three significant digits with a unit: `812ns`, `45.6µs`, `12.3ms`, `1.50s`.
+fn short_ns(ns: u64) -> String {
+    let f = ns as f64;
+    let (v, unit) = if ns < 1_000 {
+        return format!("{ns}ns");
+    } else if ns < 1_000_000 {
+        (f / 1e3, "µs")
+    } else if ns < 1_000_000_000 {
+        (f / 1e6, "ms")
+    } else {
+        (f / 1e9, "s")
+    };
+    if v >= 100.0 {
+        format!("{v:.0}{unit}")
+    } else if v >= 10.0 {
+        format!("{v:.1}{unit}")
+    } else {
+        format!("{v:.2}{unit}")
+    }
+}
+
+fn short_bytes(b: u64) -> String {
+    let f = b as f64;
+    if b < 1024 {
+        format!("{b}B")
+    } else if b < 1 << 20 {
+        format!("{:.1}KiB", f / 1024.0)
+    } else if b < 1 << 30 {
+        format!("{:.1}MiB", f / f64::from(1 << 20))
+    } else {
+        format!("{:.2}GiB", f / f64::from(1 << 30))
+    }
+}
+
+/// Children to show, biggest inclusive time first, above the cut-off.
+fn visible(args: &CalltreeArgs, tree: &CallTree, node: u32, total: u64) -> Vec<u32> {
+    let mut kids: Vec<u32> = tree
+        .node(node)
+        .children
+        .iter()
+        .copied()
+        .filter(|c| {
+            let incl = wall(args, &tree.node(*c).stats).0;
+            args.min_share <= 0.0 || (incl as f64) >= args.min_share * total as f64
+        })
+        .collect();
+    kids.sort_by_key(|c| std::cmp::Reverse(wall(args, &tree.node(*c).stats).0));
+    kids
+}
+
+fn render_text(
+    args: &CalltreeArgs,
+    trees: &CallTrees,
+    sections: &[Section],
+    syms: &SymbolTable,
+) -> String {
+    let mut o = String::new();
+    if args.compensate {
+        if let Some(c) = &trees.calibration {
+            let costs: Vec<String> = c
+                .costs
+                .iter()
+                .map(|(k, ps)| format!("{k} {:.1}ns", *ps as f64 / 1000.0))
+                .collect();
+            let _ = writeln!(
+                o,
+                "compensated: wall times less the calibrated cost per record ({})\n",
+                costs.join(", ")
+            );
+        }
+    }
+    let (cpu, alloc) = (trees.has_cpu, trees.has_alloc);
+    for (i, s) in sections.iter().enumerate() {
+        if i > 0 {
+            o.push('\n');
+        }
+        let total = wall(args, &s.tree.node(CallTree::ROOT).stats).0;
+        let _ = writeln!(o, "== {} ({} traced) ==", s.title, short_ns(total));
+        let mut head = format!("{:>9} {:>9} {:>9} {:>6}", "calls", "incl", "excl", "share");
+        if cpu {
+            head += &format!(" {:>9} {:>9}", "cpu incl", "cpu excl");
+        }
+        if alloc {
+            head += &format!(" {:>9} {:>9}", "alloc inc", "alloc exc");
+        }
+        let _ = writeln!(o, "{head}  method");
+        let mut stack: Vec<(u32, usize)> = visible(args, &s.tree, CallTree::ROOT, total)
+            .into_iter()
+            .rev()
+            .map(|c| (c, 0))
+            .collect();
+        while let Some((n, level)) = stack.pop() {
+            let node = s.tree.node(n);
+            let st = &node.stats;
+            let (incl, excl) = wall(args, st);
+            let share = if total > 0 {
+                100.0 * incl as f64 / total as f64
+            } else {
+                0.0
+            };
+            let mut line = format!(
+                "{:>9} {:>9} {:>9} {:>5.1}%",
+                st.calls,
+                short_ns(incl),
+                short_ns(excl),
+                share
+            );
+            if cpu {
+                line += &format!(
+                    " {:>9} {:>9}",
+                    short_ns(st.cpu_incl_ns),
+                    short_ns(st.cpu_excl_ns)
+                );
+            }
+            if alloc {
+                line += &format!(
+                    " {:>9} {:>9}",
+                    short_bytes(st.alloc_incl),
+                    short_bytes(st.alloc_excl)
+                );
+            }
+            let _ = writeln!(
+                o,
+                "{line}  {}{}",
+                "  ".repeat(level),
+                node_name(node.key, syms)
+            );
+            for c in visible(args, &s.tree, n, total).into_iter().rev() {
+                stack.push((c, level + 1));
+            }
+        }
+    }
+    if sections.is_empty() {
+        o.push_str("(no traced calls)\n");
+    }
+    o
+}
+
+fn node_json(
+    args: &CalltreeArgs,
+    tree: &CallTree,
+    n: u32,
+    total: u64,
+    trees: &CallTrees,
+    syms: &SymbolTable,
+) -> Json {
+    let node = tree.node(n);
+    let s = &node.stats;
+    let (kind, name) = match node.key {
+        NodeKey::Root => ("root", Json::Null),
+        NodeKey::Method(m) => {
+            let names = MethodNames::resolve(syms, m);
+            (
+                "method",
+                json!({"class": names.class, "method": names.name, "sig": names.sig}),
+            )
+        }
+        NodeKey::Monitor(m) => ("monitor", Json::String(monitor_name(syms, &m))),
+    };
+    let mut o = json!({
+        "kind": kind,
+        "calls": s.calls,
+        "wall_incl_ns": s.wall_incl_ns,
+        "wall_excl_ns": s.wall_excl_ns,
+        "records": s.records,
+    });
+    let obj = o.as_object_mut().expect("object");
+    match node.key {
+        NodeKey::Method(_) => {
+            obj.insert("name".into(), Json::String(node_name(node.key, syms)));
+            obj.insert("method".into(), name);
+        }
+        NodeKey::Monitor(_) => {
+            obj.insert("name".into(), Json::String(node_name(node.key, syms)));
+            obj.insert("monitor".into(), name);
+        }
+        NodeKey::Root => {}
+    }
+    if trees.calibration.is_some() {
+        obj.insert("comp_incl_ns".into(), json!(s.comp_incl_ns));
+        obj.insert("comp_excl_ns".into(), json!(s.comp_excl_ns));
+    }
+    if trees.has_cpu {
+        obj.insert("cpu_incl_ns".into(), json!(s.cpu_incl_ns));
+        obj.insert("cpu_excl_ns".into(), json!(s.cpu_excl_ns));
+    }
+    if trees.has_alloc {
+        obj.insert("alloc_incl_bytes".into(), json!(s.alloc_incl));
+        obj.insert("alloc_excl_bytes".into(), json!(s.alloc_excl));
+    }
+    let children: Vec<Json> = visible(args, tree, n, total)
+        .into_iter()
+        .map(|c| node_json(args, tree, c, total, trees, syms))
+        .collect();
+    obj.insert("children".into(), Json::Array(children));
+    o
+}
+
+fn render_json(
+    args: &CalltreeArgs,
+    trees: &CallTrees,
+    sections: &[Section],
+    syms: &SymbolTable,
+) -> Json {
+    let tree_json = |s: &Section| {
+        let total = wall(args, &s.tree.node(CallTree::ROOT).stats).0;
+        node_json(args, &s.tree, CallTree::ROOT, total, trees, syms)
+    };
+    let threads: Vec<Json> = sections
+        .iter()
+        .filter(|s| s.thread.is_some())
+        .map(|s| {
+            let mut j = json!({"thread": s.thread, "tree": tree_json(s)});
+            if let Some(p) = s.period {
+                j["period"] = json!(p);
+            }
+            j
+        })
+        .collect();
+    let merged: Vec<Json> = sections
+        .iter()
+        .filter(|s| s.thread.is_none())
+        .map(|s| {
+            let mut j = tree_json(s);
+            if let Some(p) = s.period {
+                j["period"] = json!(p);
+            }
+            j
+        })
+        .collect();
+    let merged = if args.per_period {
+        Json::Array(merged)
+    } else {
+        // One thread: its tree is the merged one.
+        match merged.into_iter().next() {
+            Some(m) => m,
+            None => sections.first().map(tree_json).unwrap_or_else(|| {
+                tree_json(&Section {
+                    title: String::new(),
+                    period: None,
+                    thread: None,
+                    tree: CallTree::new(),
+                })
+            }),
+        }
+    };
+    json!({
+        "file": args.file.display().to_string(),
+        "compensated": args.compensate,
+        "calibration": trees.calibration.as_ref().map(|c| {
+            c.costs.iter().map(|(k, ps)| json!({"record": k, "cost_ps": ps})).collect::<Vec<_>>()
+        }),
+        "periods": trees.periods,
+        "unmatched_returns": trees.unmatched_returns,
+        "threads": threads,
+        "merged": merged,
+    })
+}
+
+/// Folded stacks: `thread;a;b 1234` with the exclusive wall time in ns.
+fn render_collapsed(args: &CalltreeArgs, sections: &[Section], syms: &SymbolTable) -> String {
+    let mut o = String::new();
+    for s in sections.iter().filter(|s| s.thread.is_some()) {
+        let total = wall(args, &s.tree.node(CallTree::ROOT).stats).0;
+        let mut root = s.thread.clone().unwrap_or_default().replace(';', ":");
+        if let Some(p) = s.period {
+            root = format!("period {p};{root}");
+        }
+        let mut stack: Vec<(u32, String)> = visible(args, &s.tree, CallTree::ROOT, total)
+            .into_iter()
+            .map(|c| (c, root.clone()))
+            .collect();
+        while let Some((n, prefix)) = stack.pop() {
+            let node = s.tree.node(n);
+            let path = format!("{prefix};{}", node_name(node.key, syms).replace(';', ":"));
+            let excl = wall(args, &node.stats).1;
+            if excl > 0 {
+                let _ = writeln!(o, "{path} {excl}");
+            }
+            for c in visible(args, &s.tree, n, total) {
+                stack.push((c, path.clone()));
+            }
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_globs_match_whole_names() {
+        let m = |g: &str, t: &str| {
+            glob_matches(
+                &g.chars().collect::<Vec<_>>(),
+                &t.chars().collect::<Vec<_>>(),
+            )
+        };
+        assert!(m("main", "main"));
+        assert!(!m("main", "main-2"));
+        assert!(m("worker-*", "worker-12"));
+        assert!(!m("*pool*", "ForkJoinPool.commonPool-worker-1"), "case matters");
+        assert!(m("*Pool*", "ForkJoinPool.commonPool-worker-1"));
+        assert!(m("w?rker-?", "worker-3"));
+        assert!(m("VM Thread", "VM Thread"));
+    }
+
+    #[test]
+    fn shares_are_fractions_or_percentages() {
+        assert_eq!(parse_share("0.25"), Ok(0.25));
+        assert_eq!(parse_share("5%"), Ok(0.05));
+        assert!(parse_share("150%").is_err());
+        assert!(parse_share("lots").is_err());
+    }
+
+    #[test]
+    fn durations_keep_three_digits() {
+        assert_eq!(short_ns(812), "812ns");
+        assert_eq!(short_ns(45_600), "45.6µs");
+        assert_eq!(short_ns(1_500_000_000), "1.50s");
+        assert_eq!(short_bytes(4096), "4.0KiB");
+    }
+}
