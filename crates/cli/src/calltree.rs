@@ -565,7 +565,10 @@ mod tests {
         assert!(m("main", "main"));
         assert!(!m("main", "main-2"));
         assert!(m("worker-*", "worker-12"));
-        assert!(!m("*pool*", "ForkJoinPool.commonPool-worker-1"), "case matters");
+        assert!(
+            !m("*pool*", "ForkJoinPool.commonPool-worker-1"),
+            "case matters"
+        );
         assert!(m("*Pool*", "ForkJoinPool.commonPool-worker-1"));
         assert!(m("w?rker-?", "worker-3"));
         assert!(m("VM Thread", "VM Thread"));

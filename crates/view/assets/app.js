@@ -34,7 +34,8 @@
   // by the self-contained report, which has no server to ask.
   const TYPES = ['THREAD_START', 'THREAD_END', 'CLASS_LOAD', 'CALL', 'RETURN', 'THROW', 'CATCH',
     'MONITOR_CONTENDED_ENTER', 'MONITOR_CONTENDED_ENTERED', 'MONITOR_WAIT', 'MONITOR_WAITED',
-    'GC_START', 'GC_FINISH', 'DROPPED'];
+    'GC_START', 'GC_FINISH', 'DROPPED', 'SAMPLE', 'TRACE_WINDOW', 'PERIOD_START', 'PERIOD_END',
+    'CALIBRATION', 'MONITOR_ENTER', 'MONITOR_EXIT'];
   const loc = (l, k) => (l ? l[k] : null);
   const FIELDS = {
     id: ['n', (e) => e.id, ['ID']],
@@ -55,6 +56,9 @@
     catch_line: ['n', (e) => loc(e.catch_loc, 'line'), ['caller_line']],
     depth: ['n', (e) => e.depth, ['DEPTH']],
     elapsed_ns: ['d1', (e) => e.elapsed_ns, ['elapsed', 'ELAPSED']],
+    cpu_ns: ['d1', (e) => e.cpu_ns, ['CPU']],
+    alloc_bytes: ['n', (e) => e.alloc_bytes, ['ALLOC']],
+    period: ['n', (e) => e.period, ['PERIOD']],
     value: ['v', (e) => e.value, ['VALUE']],
     param: ['vs', (e) => (e.params || []).map((p) => p.value), ['params', 'PARAM']],
     param_name: ['ss', (e) => (e.params || []).map((p) => p.name), []],
