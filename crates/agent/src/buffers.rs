@@ -1,81 +1,334 @@
 //! Per-thread event buffers under one global memory budget.
 //!
-//! A callback builds its event first and then holds its own thread's lock
-//! just long enough to push it: never across a JVMTI or JNI call, and the
-//! only other party ever taking that lock is the writer thread, once per
-//! drain. The budget is a single atomic byte count: over it, the event is
-//! dropped and counted, so a stalled disk cannot grow the JVM's memory.
+//! Each producing thread owns a [`Producer`]: it appends its events to a
+//! fixed-capacity [`Block`] without taking any lock or atomic
+//! read-modify-write. A slot is written, then published by a release store
+//! of the block's length; the writer thread reads the published slots with
+//! an acquire load and moves them out, so a single producer and the single
+//! writer share a block without locking (the only other party ever
+//! touching a block is the writer). A full block stays queued for the
+//! writer and the producer starts a new one, taken from a pool of emptied
+//! blocks: a push never reallocates (no copy, no fresh pages on a busy
+//! thread's hot path).
+//!
+//! The budget is charged a block at a time, when a block is allocated, and
+//! with an event's heap parts (argument strings, parameter lists) only
+//! when it has any. Over budget, the event is dropped and counted, so a
+//! stalled disk cannot grow the JVM's memory. A thread's first blocks are
+//! small and double up to the full size, so a thread that emits a handful
+//! of events does not reserve a full block.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::slot::Slot;
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use vmview_format::{Event, EventKind, Value};
+use vmview_format::Event;
 
-/// One thread's events not yet taken by the writer.
-#[derive(Default)]
-pub struct ThreadBuffer {
-    events: Mutex<Vec<Event>>,
-    /// The vector the writer emptied last time, capacity kept: swapped in
-    /// at the next drain, so a busy thread does not grow a fresh vector
-    /// (page faults, copies) on its hot path after every drain.
-    spare: Mutex<Vec<Event>>,
+/// Events in a thread's first block; each next block doubles, up to
+/// [`Buffers::block`].
+const FIRST_BLOCK: usize = 64;
+/// Events in a full-size block at most (160 KiB).
+const MAX_BLOCK: usize = 4096;
+/// How many slots ahead of the one written a push prefetches.
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_AHEAD: usize = 12;
+/// Full-size empty blocks kept for reuse (they stay charged to the budget).
+const POOL_BLOCKS: usize = 16;
+
+/// A fixed array of event slots written by one producer and read by the
+/// writer.
+///
+/// Slots `taken..len` hold events: `0..taken` were moved out by the
+/// writer, `len..` are not written yet. Only the producer writes slots and
+/// `len`; only the writer reads slots and writes `taken`.
+pub struct Block {
+    slots: Box<[UnsafeCell<MaybeUninit<Slot>>]>,
+    len: AtomicUsize,
+    taken: AtomicUsize,
 }
 
-/// Capacity, in events, a drained buffer keeps for reuse (~20 MiB).
-const SPARE_EVENTS: usize = 1 << 18;
+// SAFETY: the single-producer protocol above: a slot is written once,
+// before the release store that publishes it, and read (moved out) once,
+// after the acquire load that sees it published.
+unsafe impl Sync for Block {}
+unsafe impl Send for Block {}
+
+impl Block {
+    fn new(events: usize) -> Block {
+        Block {
+            slots: (0..events)
+                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+                .collect(),
+            len: AtomicUsize::new(0),
+            taken: AtomicUsize::new(0),
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        let (taken, len) = (*self.taken.get_mut(), *self.len.get_mut());
+        for slot in &mut self.slots[taken..len] {
+            // SAFETY: written and never moved out.
+            unsafe { slot.get_mut().assume_init_drop() };
+        }
+    }
+}
+
+/// Published events of one block not yet taken: slots `next..end`.
+struct Segment {
+    block: Arc<Block>,
+    next: usize,
+    end: usize,
+}
+
+/// One thread's events of a [`Buffers::snapshot`], oldest first. Only the
+/// writer thread holds these.
+pub struct ThreadEvents {
+    segments: VecDeque<Segment>,
+}
+
+impl ThreadEvents {
+    /// The time of the next event, without taking it.
+    pub fn peek_time(&self) -> Option<u64> {
+        let s = self.segments.front()?;
+        // SAFETY: slot `next` is published (`next < end`, `end` read with
+        // acquire) and not taken yet.
+        Some(unsafe { (*s.block.slots[s.next].get()).assume_init_ref() }.time_ns())
+    }
+
+    /// Takes the next event out of its block, with the heap bytes it was
+    /// charged.
+    pub fn take(&mut self) -> Option<(Event, u64)> {
+        let s = self.segments.front_mut()?;
+        // SAFETY: as in `peek_time`; `taken` moves past the slot at once,
+        // so it is read out exactly once.
+        let slot = unsafe { (*s.block.slots[s.next].get()).assume_init_read() };
+        let heap = slot.heap_bytes();
+        let ev = slot.unpack();
+        s.next += 1;
+        s.block.taken.store(s.next, Ordering::Relaxed);
+        if s.next == s.end {
+            self.segments.pop_front();
+        }
+        Some((ev, heap))
+    }
+}
+
+/// One producer's blocks the writer has not used up, oldest first; the
+/// last is the one being filled. The lock is taken by the producer only
+/// when it starts a block, and by the writer once per drain.
+#[derive(Default)]
+pub struct ThreadBuffer {
+    blocks: Mutex<VecDeque<Arc<Block>>>,
+}
+
+/// The producing side of one thread's buffer. Exactly one thread pushes
+/// through it.
+pub struct Producer {
+    shared: Arc<ThreadBuffer>,
+    block: Option<Arc<Block>>,
+    /// `block.len` as this producer last stored it.
+    len: usize,
+}
 
 pub struct Buffers {
     registry: Mutex<Vec<Arc<ThreadBuffer>>>,
+    /// Empty full-size blocks.
+    pool: Mutex<Vec<Block>>,
+    /// Bytes reserved: allocated blocks plus events' heap parts.
     bytes: AtomicU64,
     budget: u64,
+    /// Events in a full-size block: small enough that a small budget still
+    /// holds many blocks.
+    block: usize,
     dropped: AtomicU64,
 }
 
 impl Buffers {
     pub fn new(budget: u64) -> Buffers {
+        let per_event = std::mem::size_of::<Slot>() as u64;
+        let block = (budget / per_event / 64).clamp(FIRST_BLOCK as u64, MAX_BLOCK as u64) as usize;
         Buffers {
             registry: Mutex::new(Vec::new()),
+            pool: Mutex::new(Vec::new()),
             bytes: AtomicU64::new(0),
             budget,
+            block,
             dropped: AtomicU64::new(0),
         }
     }
 
     /// A new buffer for the calling thread, known to the writer.
-    pub fn register(&self) -> Arc<ThreadBuffer> {
-        let b = Arc::new(ThreadBuffer::default());
-        lock(&self.registry).push(b.clone());
-        b
+    pub fn register(&self) -> Producer {
+        let shared = Arc::new(ThreadBuffer::default());
+        lock(&self.registry).push(shared.clone());
+        Producer {
+            shared,
+            block: None,
+            len: 0,
+        }
     }
 
     /// Queues `ev`, or drops and counts it when the budget is spent.
-    pub fn push(&self, buf: &ThreadBuffer, ev: Event) {
-        let size = estimated_size(&ev);
-        let before = self.bytes.fetch_add(size, Ordering::Relaxed);
-        if before + size > self.budget {
-            self.bytes.fetch_sub(size, Ordering::Relaxed);
+    pub fn push(&self, p: &mut Producer, ev: Event) {
+        let slot = Slot::pack(ev);
+        let extra = slot.heap_bytes();
+        if extra > 0 && !self.reserve(extra) {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        lock(&buf.events).push(ev);
+        let capacity = p.block.as_ref().map_or(0, |b| b.capacity());
+        if p.len == capacity {
+            let Some(block) = self.new_block((capacity * 2).clamp(FIRST_BLOCK, self.block)) else {
+                self.release(extra);
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            };
+            let block = Arc::new(block);
+            lock(&p.shared.blocks).push_back(block.clone());
+            p.block = Some(block);
+            p.len = 0;
+        }
+        let Some(block) = &p.block else { return };
+        // SAFETY: slot `p.len` is below capacity, unpublished, and only
+        // this producer writes slots.
+        unsafe { (*block.slots[p.len].get()).write(slot) };
+        // The writer read this block's memory on its core last: ask for
+        // the lines a few slots ahead now, so the stores above do not
+        // each wait for them.
+        #[cfg(target_arch = "x86_64")]
+        if let Some(ahead) = block.slots.get(p.len + PREFETCH_AHEAD) {
+            // SAFETY: a prefetch is only a hint; the address is in bounds.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_ET0 }>(
+                    ahead.get().cast::<i8>(),
+                )
+            };
+        }
+        p.len += 1;
+        block.len.store(p.len, Ordering::Release);
     }
 
-    /// Moves every queued event into `out` (per thread in push order) and
-    /// forgets buffers of threads that have ended.
-    pub fn drain(&self, out: &mut Vec<Event>) {
-        let mut registry = lock(&self.registry);
-        let mut freed = 0;
-        for b in registry.iter() {
-            let mut events = std::mem::take(&mut *lock(&b.spare));
-            std::mem::swap(&mut *lock(&b.events), &mut events);
-            freed += events.iter().map(estimated_size).sum::<u64>();
-            out.append(&mut events);
-            events.shrink_to(SPARE_EVENTS);
-            *lock(&b.spare) = events;
+    /// An empty block of `events` slots, charged to the budget.
+    fn new_block(&self, events: usize) -> Option<Block> {
+        if events == self.block {
+            if let Some(b) = lock(&self.pool).pop() {
+                return Some(b);
+            }
         }
-        // A buffer only the registry still holds belongs to a finished thread.
-        registry.retain(|b| Arc::strong_count(b) > 1 || !lock(&b.events).is_empty());
-        drop(registry);
-        self.bytes.fetch_sub(freed, Ordering::Relaxed);
+        // Pooled blocks stay charged: give them up before refusing.
+        while !self.reserve(block_bytes(events)) {
+            let pooled = lock(&self.pool).pop()?;
+            self.release(block_bytes(pooled.capacity()));
+        }
+        Some(Block::new(events))
+    }
+
+    fn reserve(&self, bytes: u64) -> bool {
+        let before = self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        if before + bytes > self.budget {
+            self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    fn release(&self, bytes: u64) {
+        self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// The published events not yet taken, per live buffer, in push
+    /// order. Events published after this call wait for the next one.
+    pub fn snapshot(&self) -> Vec<ThreadEvents> {
+        let registry = lock(&self.registry);
+        let mut all = Vec::with_capacity(registry.len());
+        for b in registry.iter() {
+            let blocks = lock(&b.blocks);
+            let segments: VecDeque<Segment> = blocks
+                .iter()
+                .map(|block| Segment {
+                    next: block.taken.load(Ordering::Relaxed),
+                    end: block.len.load(Ordering::Acquire),
+                    block: block.clone(),
+                })
+                .filter(|s| s.next < s.end)
+                .collect();
+            if !segments.is_empty() {
+                all.push(ThreadEvents { segments });
+            }
+        }
+        all
+    }
+
+    /// After the events of a [`snapshot`](Buffers::snapshot) were taken
+    /// (some or all): gives used-up blocks back, releases `heap` bytes of
+    /// taken events' heap parts, and forgets the buffers of ended threads
+    /// once everything they queued is taken.
+    pub fn retire(&self, heap: u64) {
+        self.release(heap);
+        let mut registry = lock(&self.registry);
+        registry.retain(|b| {
+            // Checked first: a producer that is gone pushes no more.
+            let gone = Arc::strong_count(b) == 1;
+            let mut blocks = lock(&b.blocks);
+            while let Some(block) = blocks.front() {
+                let taken = block.taken.load(Ordering::Relaxed);
+                let len = block.len.load(Ordering::Acquire);
+                let used_up = taken == block.capacity() && Arc::strong_count(block) == 1;
+                // A full block stays until its producer has let go of it
+                // (at its next push), so that it is freed here, once.
+                if !(used_up || (gone && taken == len)) {
+                    break;
+                }
+                if let Some(block) = blocks.pop_front() {
+                    self.recycle(block);
+                }
+            }
+            !(gone && blocks.is_empty())
+        });
+    }
+
+    /// Moves every published event into `out` (per thread in push order)
+    /// and gives used-up blocks back. For tests and simple consumers; the
+    /// writer merges [`snapshot`](Buffers::snapshot)s instead.
+    #[cfg(test)]
+    pub fn drain(&self, out: &mut Vec<Event>) {
+        let mut heap = 0;
+        for mut t in self.snapshot() {
+            while let Some((ev, bytes)) = t.take() {
+                heap += bytes;
+                out.push(ev);
+            }
+        }
+        self.retire(heap);
+    }
+
+    /// Keeps a used-up block for reuse, or frees it.
+    fn recycle(&self, block: Arc<Block>) {
+        let capacity = block.capacity();
+        let Ok(mut block) = Arc::try_unwrap(block) else {
+            // Not reached (see `drain`); the memory is freed with the last
+            // reference elsewhere.
+            self.release(block_bytes(capacity));
+            return;
+        };
+        if capacity == self.block {
+            let mut pool = lock(&self.pool);
+            if pool.len() < POOL_BLOCKS {
+                *block.len.get_mut() = 0;
+                *block.taken.get_mut() = 0;
+                pool.push(block);
+                return;
+            }
+        }
+        self.release(block_bytes(capacity));
     }
 
     /// Events dropped so far (over budget).
@@ -88,25 +341,116 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Bytes an event holds in memory, roughly: the struct plus its heap parts.
-fn estimated_size(ev: &Event) -> u64 {
-    let heap = match &ev.kind {
-        EventKind::Call { params, .. } => params.iter().map(value_size).sum(),
-        EventKind::Return {
-            outcome: vmview_format::Outcome::Value(v),
-            ..
-        } => value_size(v),
-        EventKind::Throw { message, .. } => message.as_ref().map_or(0, String::len),
-        _ => 0,
-    };
-    (std::mem::size_of::<Event>() + heap) as u64
+fn block_bytes(events: usize) -> u64 {
+    (events * std::mem::size_of::<Slot>()) as u64
 }
 
-fn value_size(v: &Value) -> usize {
-    std::mem::size_of::<Value>()
-        + match v {
-            Value::Str { text, .. } => text.len(),
-            Value::Boxed { .. } => std::mem::size_of::<Value>(),
-            _ => 0,
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vmview_format::{EventKind, MethodId, Outcome, ThreadRef, Value};
+
+    fn call(t: u32, time: u64) -> Event {
+        Event {
+            id: 0,
+            time_ns: time,
+            thread: ThreadRef(t),
+            kind: EventKind::Call {
+                method: MethodId(1),
+                depth: 3,
+                caller: None,
+                params: Vec::new(),
+                metrics: Default::default(),
+            },
         }
+    }
+
+    #[test]
+    fn events_come_out_per_thread_in_push_order_across_blocks() {
+        let b = Buffers::new(64 << 20);
+        let (mut p1, mut p2) = (b.register(), b.register());
+        for i in 0..10_000 {
+            b.push(&mut p1, call(1, i));
+            if i % 3 == 0 {
+                b.push(&mut p2, call(2, i));
+            }
+        }
+        let mut out = Vec::new();
+        b.drain(&mut out);
+        let times = |t: u32| -> Vec<u64> {
+            out.iter()
+                .filter(|e| e.thread == ThreadRef(t))
+                .map(|e| e.time_ns)
+                .collect()
+        };
+        assert_eq!(times(1), (0..10_000).collect::<Vec<_>>());
+        assert_eq!(times(2), (0..10_000).step_by(3).collect::<Vec<_>>());
+        assert_eq!(b.dropped(), 0);
+        // More after a drain, and nothing twice.
+        b.push(&mut p1, call(1, 20_000));
+        out.clear();
+        b.drain(&mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].time_ns, 20_000);
+    }
+
+    #[test]
+    fn over_budget_events_are_dropped_and_counted_and_memory_comes_back() {
+        // Room for a few small blocks only.
+        let b = Buffers::new(64 * 40 * 3);
+        let mut p = b.register();
+        for i in 0..1_000 {
+            b.push(&mut p, call(1, i));
+        }
+        let mut out = Vec::new();
+        b.drain(&mut out);
+        assert!(b.dropped() > 0);
+        assert_eq!(out.len() as u64 + b.dropped(), 1_000);
+        // Once drained and the producer gone, only pooled blocks are
+        // charged, and they make way for new ones.
+        drop(p);
+        b.drain(&mut out);
+        let pooled = lock(&b.pool).len() as u64 * block_bytes(b.block);
+        assert_eq!(b.bytes.load(Ordering::Relaxed), pooled);
+        let mut p = b.register();
+        let before = b.dropped();
+        b.push(&mut p, call(1, 5));
+        assert_eq!(b.dropped(), before);
+    }
+
+    #[test]
+    fn a_finished_threads_last_events_are_kept_then_its_buffer_forgotten() {
+        let b = Buffers::new(64 << 20);
+        let mut p = b.register();
+        b.push(&mut p, call(1, 1));
+        b.push(
+            &mut p,
+            Event {
+                id: 0,
+                time_ns: 2,
+                thread: ThreadRef(1),
+                kind: EventKind::Return {
+                    method: MethodId(1),
+                    depth: 3,
+                    outcome: Outcome::Value(Value::Str {
+                        text: "x".repeat(100),
+                        full_len: None,
+                    }),
+                    elapsed_ns: 1,
+                    metrics: Default::default(),
+                },
+            },
+        );
+        drop(p);
+        let mut out = Vec::new();
+        b.drain(&mut out);
+        assert_eq!(out.len(), 2);
+        assert!(lock(&b.registry).is_empty());
+        let pooled = lock(&b.pool).len() as u64 * block_bytes(b.block);
+        assert_eq!(
+            b.bytes.load(Ordering::Relaxed),
+            pooled,
+            "blocks and the boxed string released"
+        );
+    }
 }

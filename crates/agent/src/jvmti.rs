@@ -618,10 +618,13 @@ impl Jni {
         (!f.is_null()).then_some(f)
     }
 
-    fn clear_exception(self) {
+    /// Clears a pending exception; whether there was one.
+    fn clear_exception(self) -> bool {
         if jni!(self.0, ExceptionCheck) == Some(1) {
             jni!(self.0, ExceptionClear);
+            return true;
         }
+        false
     }
 
     pub fn object_field(self, object: sys::jobject, f: sys::jfieldID) -> LocalRef {
@@ -694,6 +697,45 @@ impl Jni {
             jni!(self.0, PopLocalFrame, ptr::null_mut());
         }
         r
+    }
+
+    /// A global reference to `obj` (null when the JVM is out of memory).
+    pub fn new_global_ref(self, obj: sys::jobject) -> sys::jobject {
+        jni!(self.0, NewGlobalRef, obj).unwrap_or(ptr::null_mut())
+    }
+
+    pub fn delete_global_ref(self, obj: sys::jobject) {
+        if !obj.is_null() {
+            jni!(self.0, DeleteGlobalRef, obj);
+        }
+    }
+
+    /// Copies `buf.len()` elements of a `long[]` from index `start`;
+    /// false (exception cleared) when out of bounds.
+    pub fn long_array_region(self, array: sys::jobject, start: usize, buf: &mut [i64]) -> bool {
+        jni!(
+            self.0,
+            GetLongArrayRegion,
+            array,
+            start as sys::jsize,
+            buf.len() as sys::jsize,
+            buf.as_mut_ptr()
+        );
+        !self.clear_exception()
+    }
+
+    /// Stores `values` into a `long[]` from index `start`; false
+    /// (exception cleared) when out of bounds.
+    pub fn set_long_array_region(self, array: sys::jobject, start: usize, values: &[i64]) -> bool {
+        jni!(
+            self.0,
+            SetLongArrayRegion,
+            array,
+            start as sys::jsize,
+            values.len() as sys::jsize,
+            values.as_ptr()
+        );
+        !self.clear_exception()
     }
 
     /// Defines a class in the bootstrap loader (`loader` null); the pending

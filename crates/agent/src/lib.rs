@@ -37,6 +37,7 @@ mod jvmti;
 mod methods;
 mod problems;
 mod sampler;
+mod slot;
 mod symbols;
 #[rustfmt::skip]
 mod sys;

@@ -20,7 +20,7 @@
 //! `io=` globs), else RUN.
 
 use crate::agent::{self, Agent};
-use crate::buffers::ThreadBuffer;
+use crate::buffers::Producer;
 use crate::classes;
 use crate::clock;
 use crate::jvmti::{Jni, LocalRef, StackTrace};
@@ -167,7 +167,7 @@ struct Frame {
 
 struct Sampler {
     agent: &'static Agent,
-    buffer: Arc<ThreadBuffer>,
+    buffer: Producer,
     io: ClassFilter,
     frames: PtrMap<Frame>,
     stacks: HashMap<Box<[(MethodId, Loc)]>, StackId>,
@@ -277,7 +277,7 @@ impl Sampler {
             Vec::new()
         };
         agent.buffers.push(
-            &self.buffer,
+            &mut self.buffer,
             Event {
                 id: 0,
                 time_ns: now,

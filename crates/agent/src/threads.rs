@@ -12,7 +12,7 @@
 //! tag; whoever sees a thread first numbers it and defines its symbol.
 
 use crate::agent::Agent;
-use crate::buffers::ThreadBuffer;
+use crate::buffers::Producer;
 use crate::jvmti::Jni;
 use crate::methods::{MethodInfo, PtrMap};
 use crate::sys;
@@ -35,7 +35,7 @@ pub struct ThreadState {
     /// thread that only runs untraced code gets no handle and no symbol.
     thread: Option<ThreadRef>,
     /// Registered with the writer at the first event, too.
-    buffer: Option<Arc<ThreadBuffer>>,
+    buffer: Option<Producer>,
     /// The Java thread of the callback in progress (`None` for a VM
     /// thread, and between callbacks). The `jthread` is null in probe
     /// natives, which are not handed one: the thread is then looked up
@@ -53,6 +53,13 @@ pub struct ThreadState {
     /// (bci mode): written once the exception reaches a real handler or
     /// leaves the thread.
     pub pending_throw: Option<PendingThrow>,
+    /// Global reference to the thread's buffer of the buffered probe
+    /// (null until its first flush).
+    pub java_buffer: sys::jobject,
+    /// A replay of that buffer is under way.
+    pub replaying: bool,
+    /// Reused space for a replayed buffer.
+    pub replay_scratch: Vec<i64>,
     /// When the current monitor contention began.
     pub contended_since: u64,
     /// When the current `Object.wait` began.
@@ -107,6 +114,18 @@ pub fn with_state<R>(
     }
 }
 
+/// Records what the thread's buffered probe holds and lets go of the
+/// buffer: the Java thread ends.
+pub fn release_java_buffer(agent: &Agent, jni: Jni) {
+    with_state(agent, Some((jni, std::ptr::null_mut())), |s| {
+        if !s.java_buffer.is_null() {
+            crate::capture::probe_buffered::replay(agent, jni, s);
+            jni.delete_global_ref(s.java_buffer);
+            s.java_buffer = std::ptr::null_mut();
+        }
+    });
+}
+
 /// Drops the calling thread's state: its Java thread ended (or a new one
 /// starts on this OS thread). Queued events stay with the writer.
 pub fn forget_current() {
@@ -129,6 +148,9 @@ impl ThreadState {
             unwinding: None,
             pending_args: Vec::new(),
             pending_throw: None,
+            java_buffer: std::ptr::null_mut(),
+            replaying: false,
+            replay_scratch: Vec::new(),
             contended_since: 0,
             wait_since: 0,
         }
@@ -137,6 +159,12 @@ impl ThreadState {
     /// Queues an event of this thread, numbering the thread first if this
     /// is its first event.
     pub fn emit(&mut self, agent: &Agent, time_ns: u64, kind: EventKind) {
+        // Calls the buffered probe holds happened before this event.
+        if !self.java_buffer.is_null() && !self.replaying {
+            if let Some((jni, _)) = self.java {
+                crate::capture::probe_buffered::replay(agent, jni, self);
+            }
+        }
         let thread = match self.thread {
             Some(t) => t,
             None => {

@@ -17,6 +17,8 @@
 use crate::agent::Agent;
 use crate::clock;
 use crate::threads::unknown_thread;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::panic::AssertUnwindSafe;
@@ -70,7 +72,6 @@ struct Writer {
     /// `None` once writing failed: buffers are still drained, so memory
     /// stays bounded, but nothing more is written.
     out: Option<TraceWriter<BufWriter<File>>>,
-    held: Vec<Event>,
     symbols: Vec<Symbol>,
     next_id: u64,
     last_time: u64,
@@ -89,7 +90,6 @@ impl Writer {
         let mut w = Writer {
             agent,
             out: None,
-            held: Vec::new(),
             symbols: Vec::new(),
             next_id: 1,
             last_time: 0,
@@ -164,19 +164,17 @@ impl Writer {
         }
     }
 
-    /// One drain: events first, then the symbols they may use.
+    /// One round: the events published so far, then the symbols they may
+    /// use, then the events merged across threads by time, each moved out
+    /// of its block, numbered and written in place.
     fn round(&mut self, everything: bool) {
-        // Straight into `held`, numbered and written in place: each event
-        // is copied once on its way from a thread's buffer to the file.
-        self.agent.buffers.drain(&mut self.held);
+        let mut threads = self.agent.buffers.snapshot();
         self.agent.symbols.drain_pending(&mut self.symbols);
-        self.held.sort_by_key(|e| e.time_ns);
         let cutoff = if everything {
             u64::MAX
         } else {
             clock::now_ns().saturating_sub(HOLD_BACK_NS)
         };
-        let ready = self.held.partition_point(|e| e.time_ns < cutoff);
         let dropped = self.agent.buffers.dropped() - self.drops_reported;
         if dropped > 0 && self.agent_thread.is_none() {
             let id = self.agent.symbols.new_thread_ref();
@@ -188,55 +186,94 @@ impl Writer {
             self.agent.symbols.drain_pending(&mut self.symbols);
             self.agent_thread = Some(id);
         }
+        self.drops_reported += dropped;
 
-        let Some(mut out) = self.out.take() else {
-            self.symbols.clear();
-            self.held.drain(..ready);
-            self.lost += ready as u64;
-            self.drops_reported += dropped;
-            return;
-        };
-        let mut drop_report = None;
-        if let (true, Some(thread)) = (dropped > 0, self.agent_thread) {
-            let time = self.held[..ready]
-                .last()
-                .map_or(self.last_time + self.agent.time_origin_ns, |e| e.time_ns);
-            drop_report = Some(Event {
-                id: 0,
-                time_ns: time,
-                thread,
-                kind: EventKind::Dropped { count: dropped },
-            });
-            self.drops_reported += dropped;
-        }
-        // Event times count from the agent's first start; a recording
-        // started later counts from its own start.
-        let origin = self.agent.time_origin_ns;
-        for e in self.held[..ready].iter_mut().chain(drop_report.iter_mut()) {
-            e.id = self.next_id;
-            self.next_id += 1;
-            e.time_ns = e.time_ns.saturating_sub(origin);
-            self.last_time = self.last_time.max(e.time_ns);
-        }
-        self.agent
-            .written
-            .store(self.next_id - 1, std::sync::atomic::Ordering::Relaxed);
+        // Each thread's events are in push order; the heap holds every
+        // thread's next event old enough to be written.
+        let mut next: BinaryHeap<Reverse<(u64, usize)>> = threads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                t.peek_time()
+                    .filter(|&at| at < cutoff)
+                    .map(|at| Reverse((at, i)))
+            })
+            .collect();
+        let mut heap_bytes = 0;
+        let mut taken = 0u64;
+        let mut out = self.out.take();
         let symbols = std::mem::take(&mut self.symbols);
-        let events = &self.held[..ready];
+        let (mut next_id, mut last_time) = (self.next_id, self.last_time);
+        let agent_thread = self.agent_thread;
+        let origin = self.agent.time_origin_ns;
         let ok = self.attempt("write", || {
-            for s in symbols {
-                out.define(s);
+            let (next_id, last_time) = (&mut next_id, &mut last_time);
+            if let Some(out) = out.as_mut() {
+                for s in symbols {
+                    out.define(s);
+                }
             }
-            for e in events.iter().chain(drop_report.iter()) {
-                out.write(e)?;
+            while let Some(Reverse((_, i))) = next.pop() {
+                let t = &mut threads[i];
+                let Some((mut ev, bytes)) = t.take() else {
+                    continue;
+                };
+                if let Some(at) = t.peek_time().filter(|&at| at < cutoff) {
+                    next.push(Reverse((at, i)));
+                }
+                heap_bytes += bytes;
+                taken += 1;
+                if let Some(out) = out.as_mut() {
+                    ev.id = *next_id;
+                    *next_id += 1;
+                    // Event times count from the agent's first start; a
+                    // recording started later counts from its own start.
+                    ev.time_ns = ev.time_ns.saturating_sub(origin);
+                    *last_time = (*last_time).max(ev.time_ns);
+                    out.write(&ev)?;
+                }
+            }
+            if let (Some(out), true, Some(thread)) = (out.as_mut(), dropped > 0, agent_thread) {
+                let report = Event {
+                    id: *next_id,
+                    time_ns: *last_time,
+                    thread,
+                    kind: EventKind::Dropped { count: dropped },
+                };
+                *next_id += 1;
+                out.write(&report)?;
             }
             Ok(())
         });
-        self.held.drain(..ready);
-        if ok.is_some() {
-            self.out = Some(out);
-        } else {
-            self.lost += ready as u64 + u64::from(drop_report.is_some());
+        (self.next_id, self.last_time) = (next_id, last_time);
+        self.agent
+            .written
+            .store(self.next_id - 1, std::sync::atomic::Ordering::Relaxed);
+        // Events left in `threads` (too young, or after a failed write)
+        // stay in their blocks for the next round.
+        drop(threads);
+        self.agent.buffers.retire(heap_bytes);
+        match (out, ok) {
+            (Some(out), Some(())) => self.out = Some(out),
+            (Some(_), None) => {
+                // Writing stopped; the events taken this round are lost,
+                // and every later one is drained and discarded.
+                self.lost += taken;
+                self.discard_rest();
+            }
+            (None, _) => self.lost += taken,
         }
+    }
+
+    /// After a write error: the rest of what is queued now is lost too.
+    fn discard_rest(&mut self) {
+        let mut heap_bytes = 0;
+        for mut t in self.agent.buffers.snapshot() {
+            while let Some((_, bytes)) = t.take() {
+                heap_bytes += bytes;
+                self.lost += 1;
+            }
+        }
+        self.agent.buffers.retire(heap_bytes);
     }
 }

@@ -753,3 +753,127 @@ fn bci_and_jvmti_agree_on_each_thread_of_a_multithreaded_program() {
         "each worker's calls on its own thread: {workers:?}"
     );
 }
+
+/// Every event of a recording that depends on the program alone, per
+/// thread in order: type, method, depth, outcome, exception and sites.
+fn event_sequences(events: &[Value]) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for e in events {
+        let t = e["type"].as_str().unwrap_or("");
+        let thread = e["thread"].as_str().unwrap_or("");
+        let kinds = [
+            "CALL",
+            "RETURN",
+            "THROW",
+            "CATCH",
+            "MONITOR_WAIT",
+            "MONITOR_WAITED",
+        ];
+        // Monitor events of the JDK's own locks (class loading, linking)
+        // depend on timing; the fixture's lock is a plain Object.
+        let own_lock = e["monitor"]
+            .as_str()
+            .is_none_or(|m| m.starts_with("java.lang.Object@"));
+        if !kinds.contains(&t) || !["main", "second"].contains(&thread) || !own_lock {
+            continue;
+        }
+        out.entry(e["thread"].to_string())
+            .or_default()
+            .push(format!(
+                "{t} {}.{} depth={} value={} outcome={} exception={} catch={}.{} timed_out={}",
+                e["class"],
+                e["method"],
+                e["depth"],
+                e["value"],
+                e["outcome"],
+                e["exception"],
+                e["catch_class"],
+                e["catch_method"],
+                e["timed_out"]
+            ));
+    }
+    out
+}
+
+#[test]
+fn the_buffered_probe_of_args_off_records_what_the_native_probe_records() {
+    agent();
+    let run = |native: bool| {
+        let trace = scratch(if native {
+            "fx.Buffered-native"
+        } else {
+            "fx.Buffered"
+        })
+        .join("trace.vmv");
+        let mut cmd = Command::new(vmview());
+        cmd.args(["record", "--classes", "fx.Buffered", "--args", "off", "-o"])
+            .arg(&trace)
+            .args(["--", "java"])
+            .args(VERIFY)
+            .arg("-cp")
+            .arg(crate::support::classes())
+            .arg("fx.Buffered");
+        if native {
+            cmd.env("VMVIEW_NATIVE_PROBE", "1");
+        }
+        Recording {
+            trace,
+            output: cmd.output().expect("run vmview record"),
+        }
+    };
+    let (buffered, native) = (run(false), run(true));
+    assert_eq!(
+        buffered.stdout(),
+        "sums 74218164 26723308\n",
+        "{}",
+        buffered.stderr()
+    );
+    assert_eq!(native.stdout(), buffered.stdout());
+    assert!(
+        !buffered.stderr().contains("vmview agent:"),
+        "{}",
+        buffered.stderr()
+    );
+    let (b, n) = (buffered.events(), native.events());
+    let header = |r: &Recording| {
+        let out = crate::support::run(&["stats", r.trace.to_str().unwrap()]);
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert!(
+        header(&buffered).contains("0 dropped"),
+        "{}",
+        header(&buffered)
+    );
+    let (bs, ns) = (event_sequences(&b), event_sequences(&n));
+    assert_eq!(bs.len(), 2, "main and second make traced calls");
+    for (thread, seq) in &bs {
+        // Far more records than one buffer holds, inside one outermost call.
+        assert!(seq.len() > 20_000, "thread {thread}: {} events", seq.len());
+        let other = &ns[thread];
+        if let Some(i) = (0..seq.len().min(other.len())).find(|&i| seq[i] != other[i]) {
+            panic!(
+                "thread {thread}, event {i}: buffered {:#?} / native {:#?}",
+                &seq[i.saturating_sub(3)..(i + 3).min(seq.len())],
+                &other[i.saturating_sub(3)..(i + 3).min(other.len())]
+            );
+        }
+        assert_eq!(
+            seq.len(),
+            other.len(),
+            "thread {thread}: event counts differ"
+        );
+    }
+    // Times are on one clock: the calls the Java side stamped and those
+    // the agent stamped (outermost ones) never go back in time. (A THROW
+    // may: it is written once its catch site is known.)
+    let mut last: BTreeMap<String, u64> = BTreeMap::new();
+    for e in b
+        .iter()
+        .filter(|e| e["type"] == "CALL" || e["type"] == "RETURN")
+    {
+        let t = e["time_ns"].as_u64().unwrap_or(0);
+        let prev = last.entry(e["thread"].to_string()).or_default();
+        assert!(t >= *prev, "time goes back on thread {}: {e}", e["thread"]);
+        *prev = t;
+    }
+}

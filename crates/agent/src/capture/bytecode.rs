@@ -30,6 +30,7 @@
 //! each method's symbol is defined while the class is rewritten, before any
 //! event can use it. A class that fails to rewrite loads unchanged.
 
+use super::probe_buffered;
 use super::probe_class::{self, PROBE_CLASS};
 use super::probe_natives;
 use super::CallCapture;
@@ -58,9 +59,10 @@ impl CallCapture for Bytecode {
     }
 
     fn start(&self, agent: &'static Agent, jni: Jni) -> Result<(), String> {
-        if !PROBE_DEFINED.load(Ordering::Acquire) {
-            define_probe(jni)?;
-            PROBE_DEFINED.store(true, Ordering::Release);
+        let (probe, defined) = probe_for(&agent.options);
+        if !defined.load(Ordering::Acquire) {
+            define_probe(jni, probe)?;
+            defined.store(true, Ordering::Release);
         }
         agent
             .jvmti
@@ -84,38 +86,68 @@ impl CallCapture for Bytecode {
     }
 }
 
-/// Whether `vmview/Probe` exists and its natives are bound: once per JVM,
-/// whichever recording comes first.
+/// Whether each probe class exists and its natives are bound: once per
+/// JVM, by the first recording that needs it.
 static PROBE_DEFINED: AtomicBool = AtomicBool::new(false);
+static BUFFERED_PROBE_DEFINED: AtomicBool = AtomicBool::new(false);
 
-fn define_probe(jni: Jni) -> Result<(), String> {
-    let bytes = probe_class::class_bytes(PROBE_CLASS, &vmview_classfile::probe::ALL);
-    let name = CString::new(PROBE_CLASS).map_err(|e| e.to_string())?;
+/// Internal name of the buffered probe class (`crates/agent/java`).
+pub const BUFFERED_PROBE_CLASS: &str = "vmview/BufferedProbe";
+
+/// The probe class a recording's instrumented code calls: without
+/// argument capture the buffered one, Java code that keeps calls in the
+/// thread (see `probe_buffered`); with it, the one whose every method is
+/// a native.
+fn probe_for(options: &vmview_options::AgentOptions) -> (&'static str, &'static AtomicBool) {
+    if super::buffered_probe(options) {
+        (BUFFERED_PROBE_CLASS, &BUFFERED_PROBE_DEFINED)
+    } else {
+        (PROBE_CLASS, &PROBE_DEFINED)
+    }
+}
+
+fn define_probe(jni: Jni, probe: &str) -> Result<(), String> {
+    let buffered = probe == BUFFERED_PROBE_CLASS;
+    let generated;
+    let bytes = if buffered {
+        probe_buffered::CLASS_BYTES
+    } else {
+        generated = probe_class::class_bytes(PROBE_CLASS, &vmview_classfile::probe::ALL);
+        &generated[..]
+    };
+    let name = CString::new(probe).map_err(|e| e.to_string())?;
     let class = jni
-        .define_boot_class(&name, &bytes)
-        .ok_or("cannot define the probe class vmview/Probe in the bootstrap loader")?;
+        .define_boot_class(&name, bytes)
+        .ok_or_else(|| format!("cannot define the probe class {probe} in the bootstrap loader"))?;
+    let implementations: Vec<(&str, &str, *mut std::ffi::c_void)> = if buffered {
+        probe_buffered::natives().to_vec()
+    } else {
+        probe_natives::implementations()
+            .iter()
+            .map(|(m, f)| (m.name, m.descriptor, *f))
+            .collect()
+    };
     // The names must outlive RegisterNatives only.
-    let implementations = probe_natives::implementations();
     let names: Vec<(CString, CString)> = implementations
         .iter()
-        .map(|(m, _)| {
+        .map(|(n, d, _)| {
             (
-                CString::new(m.name).unwrap_or_default(),
-                CString::new(m.descriptor).unwrap_or_default(),
+                CString::new(*n).unwrap_or_default(),
+                CString::new(*d).unwrap_or_default(),
             )
         })
         .collect();
     let methods: Vec<sys::JNINativeMethod> = implementations
         .iter()
         .zip(&names)
-        .map(|((_, f), (n, d))| sys::JNINativeMethod {
+        .map(|((_, _, f), (n, d))| sys::JNINativeMethod {
             name: n.as_ptr().cast_mut(),
             signature: d.as_ptr().cast_mut(),
             fnPtr: *f,
         })
         .collect();
     if !jni.register_natives(class.get(), &methods) {
-        return Err("cannot register the probe's native methods".to_string());
+        return Err(format!("cannot register the natives of {probe}"));
     }
     Ok(())
 }
@@ -245,7 +277,7 @@ unsafe extern "C" fn class_file_load_hook(
 /// The instrumented class, or `None` (counted) when it stays as it was.
 fn rewrite(agent: &Agent, dotted: &str, bytes: &[u8]) -> Option<Vec<u8>> {
     let config = HookConfig {
-        probe_class: PROBE_CLASS.to_string(),
+        probe_class: probe_for(&agent.options).0.to_string(),
         capture_args: agent.options.args,
         // Always passed: with args=off the probe ignores it, and a typed
         // exit tells a non-void return from a void one.

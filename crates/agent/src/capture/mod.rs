@@ -14,6 +14,7 @@
 
 pub mod bytecode;
 pub mod method_events;
+pub mod probe_buffered;
 mod probe_class;
 mod probe_natives;
 pub mod single_step;
@@ -46,6 +47,15 @@ pub fn for_mode(mode: CaptureMode) -> &'static dyn CallCapture {
         CaptureMode::Bci => &bytecode::Bytecode,
         CaptureMode::Jvmti => &method_events::MethodEvents,
     }
+}
+
+/// Whether calls go through the buffered Java probe
+/// ([`probe_buffered`]): bytecode capture without argument capture. The
+/// agent's clock then follows `System.nanoTime()`'s.
+pub fn buffered_probe(options: &vmview_options::AgentOptions) -> bool {
+    options.mode == CaptureMode::Bci
+        && !options.args
+        && std::env::var_os("VMVIEW_NATIVE_PROBE").is_none()
 }
 
 /// How far below the top an exit looks for its open call. Deeper

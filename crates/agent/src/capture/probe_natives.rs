@@ -59,10 +59,11 @@ pub fn implementations() -> [(ProbeMethod, *mut c_void); 21] {
 }
 
 /// The depth of a thread's outermost traced call: its frame count, less
-/// the probe's own native frame on top.
-fn outermost_depth(agent: &Agent) -> u32 {
+/// the `probe_frames` of the probe on top (the native, and the Java method
+/// calling it in the buffered probe).
+pub(super) fn outermost_depth(agent: &Agent, probe_frames: i32) -> u32 {
     match agent.jvmti.frame_count(ptr::null_mut()) {
-        Ok(n) => (n - 1).max(1) as u32,
+        Ok(n) => (n - probe_frames).max(1) as u32,
         Err(e) => {
             agent.problems.jvmti(e);
             0
@@ -80,7 +81,7 @@ unsafe extern "C" fn enter(env: Env, _class: Class, id: sys::jint) {
         with_state(agent, Some((jni, ptr::null_mut())), |s| {
             let depth = match s.calls.last() {
                 Some(c) => c.depth + 1,
-                None => outermost_depth(agent),
+                None => outermost_depth(agent, 1),
             };
             let params = std::mem::take(&mut s.pending_args);
             super::enter(
@@ -222,12 +223,15 @@ unsafe extern "C" fn exit_object(env: Env, _c: Class, v: sys::jobject, id: sys::
     });
 }
 unsafe extern "C" fn exit_throw(env: Env, _c: Class, t: sys::jobject, id: sys::jint) {
-    on_exit("Probe.exitThrow", env, id, |a, jni| {
-        let class = if t.is_null() {
-            a.symbols.string("java.lang.Throwable")
-        } else {
-            classes::name(a, jni.object_class(t).get())
-        };
-        Outcome::Exception { class }
-    });
+    on_exit("Probe.exitThrow", env, id, |a, jni| thrown(a, jni, t));
+}
+
+/// The outcome of a frame unwound by `t`.
+pub(super) fn thrown(agent: &Agent, jni: Jni, t: sys::jobject) -> Outcome {
+    let class = if t.is_null() {
+        agent.symbols.string("java.lang.Throwable")
+    } else {
+        classes::name(agent, jni.object_class(t).get())
+    };
+    Outcome::Exception { class }
 }

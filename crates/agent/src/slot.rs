@@ -1,0 +1,369 @@
+//! The 40-byte form an event takes in a thread buffer.
+//!
+//! An [`Event`] is 88 bytes, most of them for rare kinds. Buffers are
+//! written on one core and read on another, so every cache line of a
+//! block crosses between cores twice per use: the bytes per event are the
+//! cost of the push. A [`Slot`] holds a CALL without arguments and a
+//! RETURN with no value, a primitive, null, an array or an object (class
+//! and hash) in 40 bytes; any other event is boxed.
+
+use vmview_format::{Event, EventKind, MethodId, Metrics, Outcome, StringId, ThreadRef, Value};
+
+/// Highest depth a small slot holds (a deeper event is boxed): the top
+/// byte of `depth_tag` is the tag.
+const MAX_DEPTH: u32 = 0x00FF_FFFF;
+
+const CALL: u32 = 0;
+const RETURN_VOID: u32 = 1;
+const RETURN_UNAVAILABLE: u32 = 2;
+const RETURN_EXCEPTION: u32 = 3;
+const RETURN_NULL: u32 = 4;
+const RETURN_BOOLEAN: u32 = 5;
+const RETURN_BYTE: u32 = 6;
+const RETURN_CHAR: u32 = 7;
+const RETURN_SHORT: u32 = 8;
+const RETURN_INT: u32 = 9;
+const RETURN_LONG: u32 = 10;
+const RETURN_FLOAT: u32 = 11;
+const RETURN_DOUBLE: u32 = 12;
+const RETURN_OBJECT: u32 = 13;
+const RETURN_ARRAY: u32 = 14;
+/// `boxed` is a `Box<Event>` (`Box::into_raw`).
+const BOXED: u32 = 15;
+
+pub struct Slot {
+    time_ns: u64,
+    /// Elapsed ns of a RETURN, or the boxed event.
+    elapsed_or_box: u64,
+    /// A returned value's bits (primitive, hash, array length).
+    value: u64,
+    method: u32,
+    thread: u32,
+    depth_tag: u32,
+    /// Class of a returned object or array, or of the exception.
+    class: u32,
+}
+
+// SAFETY: the boxed event is owned by the slot, and `Event` is Send.
+unsafe impl Send for Slot {}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.tag() == BOXED {
+            // SAFETY: made by `Box::into_raw` in `pack`, and `unpack`
+            // (which takes it back) forgets the slot.
+            drop(unsafe { Box::from_raw(self.elapsed_or_box as *mut Event) });
+        }
+    }
+}
+
+impl Slot {
+    fn tag(&self) -> u32 {
+        self.depth_tag >> 24
+    }
+
+    /// Heap bytes the slot holds beyond its own 40: a boxed event and
+    /// its parts.
+    pub fn heap_bytes(&self) -> u64 {
+        if self.tag() != BOXED {
+            return 0;
+        }
+        // SAFETY: a boxed slot's pointer is live until it is dropped or
+        // unpacked.
+        let ev = unsafe { &*(self.elapsed_or_box as *const Event) };
+        std::mem::size_of::<Event>() as u64 + heap_parts(ev)
+    }
+
+    pub fn time_ns(&self) -> u64 {
+        self.time_ns
+    }
+
+    /// The slot of `ev` (its id is not kept: the writer numbers events).
+    pub fn pack(ev: Event) -> Slot {
+        let small = |tag: u32, method: MethodId, depth: u32| Slot {
+            time_ns: ev.time_ns,
+            elapsed_or_box: 0,
+            value: 0,
+            method: method.0,
+            thread: ev.thread.0,
+            depth_tag: depth.min(MAX_DEPTH) | tag << 24,
+            class: 0,
+        };
+        match &ev.kind {
+            EventKind::Call {
+                method,
+                depth,
+                caller: None,
+                params,
+                metrics,
+            } if params.is_empty() && *depth <= MAX_DEPTH && no_metrics(metrics) => {
+                return small(CALL, *method, *depth)
+            }
+            EventKind::Return {
+                method,
+                depth,
+                outcome,
+                elapsed_ns,
+                metrics,
+            } if no_metrics(metrics) => {
+                let (tag, value, class) = match outcome {
+                    Outcome::Void => (RETURN_VOID, 0, 0),
+                    Outcome::Exception { class } => (RETURN_EXCEPTION, 0, class.0),
+                    Outcome::Value(v) => match *v {
+                        Value::Unavailable => (RETURN_UNAVAILABLE, 0, 0),
+                        Value::Null => (RETURN_NULL, 0, 0),
+                        Value::Boolean(b) => (RETURN_BOOLEAN, u64::from(b), 0),
+                        Value::Byte(b) => (RETURN_BYTE, b as u8 as u64, 0),
+                        Value::Char(c) => (RETURN_CHAR, u64::from(c), 0),
+                        Value::Short(s) => (RETURN_SHORT, s as u16 as u64, 0),
+                        Value::Int(i) => (RETURN_INT, i as u32 as u64, 0),
+                        Value::Long(l) => (RETURN_LONG, l as u64, 0),
+                        Value::Float(f) => (RETURN_FLOAT, u64::from(f.to_bits()), 0),
+                        Value::Double(d) => (RETURN_DOUBLE, d.to_bits(), 0),
+                        Value::Object { class, hash } => (RETURN_OBJECT, u64::from(hash), class.0),
+                        Value::Array { class, length } => {
+                            (RETURN_ARRAY, u64::from(length), class.0)
+                        }
+                        Value::Str { .. } | Value::Boxed { .. } => (BOXED, 0, 0),
+                    },
+                };
+                if tag != BOXED && *depth <= MAX_DEPTH {
+                    let mut s = small(tag, *method, *depth);
+                    s.elapsed_or_box = *elapsed_ns;
+                    s.value = value;
+                    s.class = class;
+                    return s;
+                }
+            }
+            _ => {}
+        }
+        let (time_ns, thread) = (ev.time_ns, ev.thread.0);
+        Slot {
+            time_ns,
+            elapsed_or_box: Box::into_raw(Box::new(ev)) as u64,
+            value: 0,
+            method: 0,
+            thread,
+            depth_tag: BOXED << 24,
+            class: 0,
+        }
+    }
+
+    /// The event again (id 0).
+    pub fn unpack(self) -> Event {
+        let slot = std::mem::ManuallyDrop::new(self);
+        let tag = slot.tag();
+        if tag == BOXED {
+            // SAFETY: see `Drop`; the slot is not dropped after this.
+            return *unsafe { Box::from_raw(slot.elapsed_or_box as *mut Event) };
+        }
+        let method = MethodId(slot.method);
+        let depth = slot.depth_tag & MAX_DEPTH;
+        let v = slot.value;
+        let class = StringId(slot.class);
+        let kind = if tag == CALL {
+            EventKind::Call {
+                method,
+                depth,
+                caller: None,
+                params: Vec::new(),
+                metrics: Metrics::NONE,
+            }
+        } else {
+            let outcome = match tag {
+                RETURN_VOID => Outcome::Void,
+                RETURN_EXCEPTION => Outcome::Exception { class },
+                _ => Outcome::Value(match tag {
+                    RETURN_NULL => Value::Null,
+                    RETURN_BOOLEAN => Value::Boolean(v != 0),
+                    RETURN_BYTE => Value::Byte(v as u8 as i8),
+                    RETURN_CHAR => Value::Char(v as u16),
+                    RETURN_SHORT => Value::Short(v as u16 as i16),
+                    RETURN_INT => Value::Int(v as u32 as i32),
+                    RETURN_LONG => Value::Long(v as i64),
+                    RETURN_FLOAT => Value::Float(f32::from_bits(v as u32)),
+                    RETURN_DOUBLE => Value::Double(f64::from_bits(v)),
+                    RETURN_OBJECT => Value::Object {
+                        class,
+                        hash: v as u32,
+                    },
+                    RETURN_ARRAY => Value::Array {
+                        class,
+                        length: v as u32,
+                    },
+                    _ => Value::Unavailable,
+                }),
+            };
+            EventKind::Return {
+                method,
+                depth,
+                outcome,
+                elapsed_ns: slot.elapsed_or_box,
+                metrics: Metrics::NONE,
+            }
+        };
+        Event {
+            id: 0,
+            time_ns: slot.time_ns,
+            thread: ThreadRef(slot.thread),
+            kind,
+        }
+    }
+}
+
+/// Whether a CALL or RETURN carries no metric deltas (`metrics=` off):
+/// those with deltas are boxed.
+fn no_metrics(m: &Metrics) -> bool {
+    m.cpu_ns.is_none() && m.alloc_bytes.is_none()
+}
+
+/// Heap bytes of an event's parts (argument strings, parameter lists …).
+fn heap_parts(ev: &Event) -> u64 {
+    let heap = match &ev.kind {
+        EventKind::Call { params, .. } => params
+            .iter()
+            .map(|v| std::mem::size_of::<Value>() + value_heap(v))
+            .sum(),
+        EventKind::Return {
+            outcome: vmview_format::Outcome::Value(v),
+            ..
+        } => value_heap(v),
+        EventKind::Throw { message, .. } => message.as_ref().map_or(0, String::len),
+        EventKind::Sample { monitors, .. } => {
+            monitors.len() * std::mem::size_of::<(vmview_format::Monitor, u32)>()
+        }
+        _ => 0,
+    };
+    heap as u64
+}
+
+/// Heap bytes a value owns beyond its own size.
+fn value_heap(v: &Value) -> usize {
+    match v {
+        Value::Str { text, .. } => text.len(),
+        Value::Boxed { .. } => std::mem::size_of::<Value>(),
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vmview_format::{Loc, Monitor};
+
+    fn ev(kind: EventKind) -> Event {
+        Event {
+            id: 0,
+            time_ns: 123_456_789,
+            thread: ThreadRef(7),
+            kind,
+        }
+    }
+
+    fn ret(outcome: Outcome) -> EventKind {
+        EventKind::Return {
+            method: MethodId(42),
+            depth: 9,
+            outcome,
+            elapsed_ns: 1_000,
+            metrics: Metrics::NONE,
+        }
+    }
+
+    #[test]
+    fn a_slot_is_40_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 40);
+    }
+
+    #[test]
+    fn every_kind_of_event_comes_back_unchanged() {
+        let s = StringId(3);
+        let values = [
+            Value::Unavailable,
+            Value::Null,
+            Value::Boolean(true),
+            Value::Byte(-5),
+            Value::Char(0xFFFF),
+            Value::Short(-300),
+            Value::Int(i32::MIN),
+            Value::Long(-1),
+            Value::Float(-0.5),
+            Value::Double(f64::MAX),
+            Value::Object {
+                class: s,
+                hash: u32::MAX,
+            },
+            Value::Array {
+                class: s,
+                length: 17,
+            },
+            Value::Str {
+                text: "hello".into(),
+                full_len: Some(99),
+            },
+            Value::Boxed {
+                class: s,
+                value: Box::new(Value::Int(4)),
+            },
+        ];
+        let mut kinds: Vec<EventKind> =
+            values.into_iter().map(|v| ret(Outcome::Value(v))).collect();
+        kinds.extend([
+            ret(Outcome::Void),
+            ret(Outcome::Exception { class: s }),
+            EventKind::Call {
+                method: MethodId(1),
+                depth: 2,
+                caller: None,
+                params: Vec::new(),
+                metrics: Metrics::NONE,
+            },
+            EventKind::Call {
+                method: MethodId(1),
+                depth: 2,
+                caller: Some((
+                    MethodId(5),
+                    Loc {
+                        line: Some(10),
+                        bci: 3,
+                    },
+                )),
+                params: vec![Value::Int(1)],
+                metrics: Metrics::NONE,
+            },
+            EventKind::Call {
+                method: MethodId(1),
+                depth: 2,
+                caller: None,
+                params: Vec::new(),
+                metrics: Metrics {
+                    cpu_ns: Some(5),
+                    alloc_bytes: None,
+                },
+            },
+            EventKind::Call {
+                method: MethodId(1),
+                depth: MAX_DEPTH + 5,
+                caller: None,
+                params: Vec::new(),
+                metrics: Metrics::NONE,
+            },
+            EventKind::Return {
+                method: MethodId(1),
+                depth: MAX_DEPTH + 5,
+                outcome: Outcome::Void,
+                elapsed_ns: 3,
+                metrics: Metrics::NONE,
+            },
+            EventKind::ThreadStart,
+            EventKind::MonitorContendedEnter {
+                monitor: Monitor { class: s, hash: 1 },
+                owner: Some(ThreadRef(2)),
+            },
+        ]);
+        for kind in kinds {
+            let e = ev(kind);
+            assert_eq!(Slot::pack(e.clone()).unpack(), e);
+        }
+    }
+}
