@@ -203,3 +203,39 @@ fn replay_array(agent: &Agent, jni: Jni, s: &mut ThreadState, b: sys::jobject) {
     }
     s.replay_scratch = records;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vmview_classfile::probe::ALL;
+
+    const ACC_PUBLIC: u16 = 0x0001;
+    const ACC_STATIC: u16 = 0x0008;
+    const ACC_NATIVE: u16 = 0x0100;
+
+    #[test]
+    fn the_class_has_every_probe_method_in_java_and_the_natives_the_agent_binds() {
+        let info = vmview_classfile::describe(CLASS_BYTES).expect("a well-formed class file");
+        assert_eq!(info.name, super::super::probe_class::PROBE_CLASS);
+        let find = |name: &str, desc: &str| {
+            info.methods
+                .iter()
+                .find(|m| m.name == name && m.descriptor == desc)
+                .unwrap_or_else(|| {
+                    panic!("{name}{desc} missing: rebuild with crates/agent/java/build.sh")
+                })
+        };
+        for m in ALL {
+            let access = find(m.name, m.descriptor).access;
+            assert_eq!(
+                access & (ACC_PUBLIC | ACC_STATIC | ACC_NATIVE),
+                ACC_PUBLIC | ACC_STATIC,
+                "{}",
+                m.name
+            );
+        }
+        for (name, desc, _) in natives() {
+            assert_ne!(find(name, desc).access & ACC_NATIVE, 0, "{name} is native");
+        }
+    }
+}
