@@ -216,7 +216,7 @@ mod tests {
     #[test]
     fn the_class_has_every_probe_method_in_java_and_the_natives_the_agent_binds() {
         let info = vmview_classfile::describe(CLASS_BYTES).expect("a well-formed class file");
-        assert_eq!(info.name, super::super::probe_class::PROBE_CLASS);
+        assert_eq!(info.name, super::super::bytecode::BUFFERED_PROBE_CLASS);
         let find = |name: &str, desc: &str| {
             info.methods
                 .iter()
