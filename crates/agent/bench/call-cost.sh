@@ -20,16 +20,19 @@ out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 javac -d "$out" "$here/CallCost.java"
 
-configs=("plain|" "bci args=off|mode=bci,args=off" "bci args=on|mode=bci,args=on"
+# name|agent options|environment ("bci native probe" forces the all-native
+# probe that args=on uses, to compare with the buffered one of args=off)
+configs=("plain|" "bci args=off|mode=bci,args=off" "bci native probe|mode=bci,args=off|VMVIEW_NATIVE_PROBE=1"
+         "bci args=on|mode=bci,args=on"
          "jvmti args=off|mode=jvmti,args=off" "jvmti args=on|mode=jvmti,args=on")
 declare -A cpu wall
 for ((r = 0; r < reps; r++)); do
   for c in "${configs[@]}"; do
-    name="${c%%|*}"; opts="${c#*|}"; n="$calls"
+    IFS='|' read -r name opts envs <<< "$c"; n="$calls"
     [[ "$name" == jvmti* ]] && n=$((calls / 50))
     agentarg=()
     [[ -n "$opts" ]] && agentarg=("-agentpath:$agent=$opts,classes=CallCost,file=$out/t.vmv,buffer=1g,quiet")
-    read -r c1 w1 < <(java "${agentarg[@]}" -cp "$out" CallCost "$n" "$work")
+    read -r c1 w1 < <(env $envs java "${agentarg[@]}" -cp "$out" CallCost "$n" "$work")
     cpu[$name]+="$c1 "; wall[$name]+="$w1 "
   done
 done
