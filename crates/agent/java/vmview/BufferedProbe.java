@@ -13,8 +13,11 @@ package vmview;
  * unit test checks that they agree).
  *
  * <p>Buffer layout: {@code b[0]} the next free index, {@code b[1]} how many
- * traced calls of this thread are open, then records of two longs: the
- * {@code System.nanoTime()} and {@code kind << 32 | method id}. A thread's
+ * traced calls of this thread are open, {@code b[2]} when it was last
+ * handed over, then records of two longs: the {@code System.nanoTime()}
+ * and {@code kind << 32 | method id}. A buffer is handed over when full
+ * and at the first record 10 ms after the last hand-over, so a busy
+ * thread's calls reach the trace file as soon as other events do. A thread's
  * outermost traced call and its return go through the agent directly
  * (which then flushes the buffer first): so a thread outside traced code
  * has an empty buffer, and the agent takes the call-stack depth there.
@@ -24,8 +27,10 @@ package vmview;
  */
 public final class BufferedProbe {
     private static final ThreadLocal<long[]> BUFFER = new ThreadLocal<>();
-    /** Two header slots and 2048 records. */
-    private static final int SIZE = 2 + 2 * 2048;
+    /** Three header slots and 2048 records. */
+    private static final int SIZE = 3 + 2 * 2048;
+    /** At most this long between hand-overs of a busy thread's buffer. */
+    private static final long HAND_OVER_NS = 10_000_000L;
     private static final long CALL = 0L;
     private static final long RETURN_VOID = 1L << 32;
     private static final long RETURN_VALUE = 2L << 32;
@@ -36,7 +41,8 @@ public final class BufferedProbe {
         long[] b = BUFFER.get();
         if (b == null) {
             b = new long[SIZE];
-            b[0] = 2;
+            b[0] = 3;
+            b[2] = System.nanoTime();
             BUFFER.set(b);
         }
         return b;
@@ -44,11 +50,13 @@ public final class BufferedProbe {
 
     private static void record(long[] b, long what) {
         int p = (int) b[0];
-        b[p] = System.nanoTime();
+        long now = System.nanoTime();
+        b[p] = now;
         b[p + 1] = what;
         p += 2;
         b[0] = p;
-        if (p >= SIZE) {
+        if (p >= SIZE || now - b[2] > HAND_OVER_NS) {
+            b[2] = now;
             flush(b);
         }
     }

@@ -3,7 +3,8 @@
 //! The probe class `crates/agent/java/vmview/Probe.java` records calls and
 //! returns in a per-thread `long[]` without a JNI transition, which costs
 //! about as much as the rest of a traced call. It calls into the agent
-//! only to hand over a full buffer ([`flush`]), for a thread's outermost
+//! only to hand over its buffer ([`flush`]: when full, and at least every
+//! 10 ms while the thread keeps making traced calls), for a thread's outermost
 //! traced call and its return (which take the call-stack depth and leave
 //! the buffer empty whenever the thread is outside traced code), and for
 //! exits by exception. Each of these first replays the buffer into the
@@ -27,11 +28,12 @@ use vmview_format::{MethodId, Outcome, Value};
 type Env = *mut sys::JNIEnv;
 type Class = sys::jclass;
 
-/// Index of the first record: `b[0]` is the next free index, `b[1]` the
-/// thread's open traced calls (the Java side's business).
-const FIRST: usize = 2;
-/// The longs of a buffer (`Probe.SIZE`).
-const SIZE: usize = 2 + 2 * 2048;
+/// Index of the first record: `b[0]` is the next free index; `b[1]` (the
+/// thread's open traced calls) and `b[2]` (the last hand-over) are the
+/// Java side's business.
+const FIRST: usize = 3;
+/// The longs of a buffer (`BufferedProbe.SIZE`).
+const SIZE: usize = 3 + 2 * 2048;
 const CALL: i64 = 0;
 const RETURN_VOID: i64 = 1;
 const RETURN_VALUE: i64 = 2;
