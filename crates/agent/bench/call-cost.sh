@@ -20,9 +20,9 @@ out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 javac -d "$out" "$here/CallCost.java"
 
-# name|agent options|environment ("bci native probe" forces the all-native
-# probe that args=on uses, to compare with the buffered one of args=off)
-configs=("plain|" "bci args=off|mode=bci,args=off" "bci native probe|mode=bci,args=off|VMVIEW_NATIVE_PROBE=1"
+# name|agent options|environment ("bci buffered probe" tries the
+# experimental Java-side buffering of args=off, see ARCHITECTURE.md)
+configs=("plain|" "bci args=off|mode=bci,args=off" "bci buffered probe|mode=bci,args=off|VMVIEW_BUFFERED_PROBE=1"
          "bci args=on|mode=bci,args=on"
          "jvmti args=off|mode=jvmti,args=off" "jvmti args=on|mode=jvmti,args=on")
 declare -A cpu wall

@@ -34,8 +34,11 @@ const MAX_BLOCK: usize = 4096;
 /// How many slots ahead of the one written a push prefetches.
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_AHEAD: usize = 12;
-/// Full-size empty blocks kept for reuse (they stay charged to the budget).
-const POOL_BLOCKS: usize = 16;
+/// Full-size empty blocks kept for reuse at most (they stay charged to
+/// the budget, of which they take at most a quarter): enough for the
+/// blocks a busy thread fills between two writer rounds, so that a push
+/// rarely touches memory the process never used (a page fault per page).
+const POOL_BLOCKS: usize = 128;
 
 /// A fixed array of event slots written by one producer and read by the
 /// writer.
@@ -148,6 +151,8 @@ pub struct Buffers {
     /// Events in a full-size block: small enough that a small budget still
     /// holds many blocks.
     block: usize,
+    /// Blocks the pool keeps at most.
+    pool_max: usize,
     dropped: AtomicU64,
 }
 
@@ -161,6 +166,7 @@ impl Buffers {
             bytes: AtomicU64::new(0),
             budget,
             block,
+            pool_max: ((budget / 4 / block_bytes(block)) as usize).min(POOL_BLOCKS),
             dropped: AtomicU64::new(0),
         }
     }
@@ -321,7 +327,7 @@ impl Buffers {
         };
         if capacity == self.block {
             let mut pool = lock(&self.pool);
-            if pool.len() < POOL_BLOCKS {
+            if pool.len() < self.pool_max {
                 *block.len.get_mut() = 0;
                 *block.taken.get_mut() = 0;
                 pool.push(block);

@@ -30,6 +30,9 @@ const RETURN_OBJECT: u32 = 13;
 const RETURN_ARRAY: u32 = 14;
 /// `boxed` is a `Box<Event>` (`Box::into_raw`).
 const BOXED: u32 = 15;
+/// A CALL with argument values: the `Vec<Value>`'s pointer, capacity and
+/// length in `elapsed_or_box`, `value` and `class`.
+const CALL_PARAMS: u32 = 16;
 
 pub struct Slot {
     time_ns: u64,
@@ -49,10 +52,13 @@ unsafe impl Send for Slot {}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if self.tag() == BOXED {
+        match self.tag() {
             // SAFETY: made by `Box::into_raw` in `pack`, and `unpack`
             // (which takes it back) forgets the slot.
-            drop(unsafe { Box::from_raw(self.elapsed_or_box as *mut Event) });
+            BOXED => drop(unsafe { Box::from_raw(self.elapsed_or_box as *mut Event) }),
+            // SAFETY: the parts of a vector `pack` forgot; as above.
+            CALL_PARAMS => drop(unsafe { self.params() }),
+            _ => {}
         }
     }
 }
@@ -62,9 +68,32 @@ impl Slot {
         self.depth_tag >> 24
     }
 
+    /// The argument values of a CALL_PARAMS slot.
+    ///
+    /// # Safety
+    /// Once only: the vector owns the allocation afterwards.
+    unsafe fn params(&self) -> Vec<Value> {
+        unsafe {
+            Vec::from_raw_parts(
+                self.elapsed_or_box as *mut Value,
+                self.class as usize,
+                self.value as usize,
+            )
+        }
+    }
+
     /// Heap bytes the slot holds beyond its own 40: a boxed event and
     /// its parts.
     pub fn heap_bytes(&self) -> u64 {
+        if self.tag() == CALL_PARAMS {
+            // SAFETY: read-only look at live elements; `ManuallyDrop`
+            // keeps the vector from being freed here.
+            let params = std::mem::ManuallyDrop::new(unsafe { self.params() });
+            return params
+                .iter()
+                .map(|v| (std::mem::size_of::<Value>() + value_heap(v)) as u64)
+                .sum();
+        }
         if self.tag() != BOXED {
             return 0;
         }
@@ -98,6 +127,23 @@ impl Slot {
                 metrics,
             } if params.is_empty() && *depth <= MAX_DEPTH && no_metrics(metrics) => {
                 return small(CALL, *method, *depth)
+            }
+            EventKind::Call {
+                method,
+                depth,
+                caller: None,
+                metrics,
+                ..
+            } if *depth <= MAX_DEPTH && no_metrics(metrics) => {
+                let mut s = small(CALL_PARAMS, *method, *depth);
+                let EventKind::Call { params, .. } = ev.kind else {
+                    unreachable!("matched above")
+                };
+                let mut params = std::mem::ManuallyDrop::new(params);
+                s.elapsed_or_box = params.as_mut_ptr() as u64;
+                s.class = params.len() as u32;
+                s.value = params.capacity() as u64;
+                return s;
             }
             EventKind::Return {
                 method,
@@ -159,6 +205,21 @@ impl Slot {
         }
         let method = MethodId(slot.method);
         let depth = slot.depth_tag & MAX_DEPTH;
+        if tag == CALL_PARAMS {
+            return Event {
+                id: 0,
+                time_ns: slot.time_ns,
+                thread: ThreadRef(slot.thread),
+                kind: EventKind::Call {
+                    method,
+                    depth,
+                    caller: None,
+                    // SAFETY: the slot is not dropped after this.
+                    params: unsafe { slot.params() },
+                    metrics: Metrics::NONE,
+                },
+            };
+        }
         let v = slot.value;
         let class = StringId(slot.class);
         let kind = if tag == CALL {
@@ -335,6 +396,20 @@ mod tests {
                 method: MethodId(1),
                 depth: 2,
                 caller: None,
+                params: vec![
+                    Value::Int(1),
+                    Value::Str {
+                        text: "an argument".into(),
+                        full_len: None,
+                    },
+                    Value::Null,
+                ],
+                metrics: Metrics::NONE,
+            },
+            EventKind::Call {
+                method: MethodId(1),
+                depth: 2,
+                caller: None,
                 params: Vec::new(),
                 metrics: Metrics {
                     cpu_ns: Some(5),
@@ -364,6 +439,9 @@ mod tests {
         for kind in kinds {
             let e = ev(kind);
             assert_eq!(Slot::pack(e.clone()).unpack(), e);
+            // A slot dropped unread frees what it holds (run under Miri
+            // or valgrind to see a leak or double free).
+            drop(Slot::pack(e));
         }
     }
 }

@@ -813,8 +813,8 @@ fn the_buffered_probe_of_args_off_records_what_the_native_probe_records() {
             .arg("-cp")
             .arg(crate::support::classes())
             .arg("fx.Buffered");
-        if native {
-            cmd.env("VMVIEW_NATIVE_PROBE", "1");
+        if !native {
+            cmd.env("VMVIEW_BUFFERED_PROBE", "1");
         }
         Recording {
             trace,

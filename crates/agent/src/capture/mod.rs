@@ -49,13 +49,14 @@ pub fn for_mode(mode: CaptureMode) -> &'static dyn CallCapture {
     }
 }
 
-/// Whether calls go through the buffered Java probe
-/// ([`probe_buffered`]): bytecode capture without argument capture. The
+/// Whether calls go through the buffered Java probe ([`probe_buffered`]):
+/// an experiment, chosen with `VMVIEW_BUFFERED_PROBE=1` in the JVM's
+/// environment, for bytecode capture without argument capture. The
 /// agent's clock then follows `System.nanoTime()`'s.
 pub fn buffered_probe(options: &vmview_options::AgentOptions) -> bool {
     options.mode == CaptureMode::Bci
         && !options.args
-        && std::env::var_os("VMVIEW_NATIVE_PROBE").is_none()
+        && std::env::var_os("VMVIEW_BUFFERED_PROBE").is_some_and(|v| v == "1")
 }
 
 /// How far below the top an exit looks for its open call. Deeper
