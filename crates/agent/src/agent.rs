@@ -549,6 +549,19 @@ impl Agent {
         }
         if plan.calls {
             crate::calibrate::record(self, jni);
+            if !self.options.depth.is_all() {
+                // The window the CALL/RETURN events of this recording keep.
+                let window = vmview_format::EventKind::TraceWindow {
+                    min_depth: self.options.depth.min,
+                    max_depth: self.options.depth.max,
+                    reason: vmview_format::WindowReason::Start,
+                    rate_per_s: 0,
+                };
+                let time = clock::now_ns();
+                crate::threads::with_state(self, Some((jni, std::ptr::null_mut())), |s| {
+                    s.emit(self, time, window)
+                });
+            }
             if let Err(err) = self.capture.start(self, jni) {
                 self.problems.capture(|| err);
             }

@@ -426,3 +426,58 @@ fn stats_counts_events_exceptions_and_methods() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("uncaught"), "{text}");
 }
+
+#[test]
+fn a_depth_window_keeps_exactly_the_calls_inside_it_and_says_so() {
+    let all = record(&["--classes", "fx.Deep"], &[], "fx.Deep", &[]);
+    assert_eq!(all.stdout(), "depth sum 36\n", "{}", all.stderr());
+    let depths = |events: &[Value], t: &str| -> Vec<u64> {
+        events
+            .iter()
+            .filter(|e| e["type"] == t && e["method"] == "down")
+            .map(|e| e["depth"].as_u64().expect("depth"))
+            .collect()
+    };
+    let every = depths(&all.events(), "CALL");
+    assert_eq!(every.len(), 39, "13 calls of down per round");
+    let (lo, hi) = (
+        every.iter().min().copied().unwrap() + 3,
+        every.iter().min().copied().unwrap() + 6,
+    );
+    let window = format!("{lo}..{hi}");
+    for mode in ["bci", "jvmti"] {
+        let rec = record(
+            &["--classes", "fx.Deep", "--mode", mode, "--depth", &window],
+            &[],
+            "fx.Deep",
+            &[],
+        );
+        assert_eq!(rec.stdout(), "depth sum 36\n", "{}", rec.stderr());
+        let events = rec.events();
+        let (calls, returns) = (depths(&events, "CALL"), depths(&events, "RETURN"));
+        // Four depths of each of the three rounds, nothing outside.
+        assert_eq!(calls.len(), 12, "{mode}: {calls:?}");
+        assert!(
+            calls.iter().all(|d| (lo..=hi).contains(d)),
+            "{mode}: {calls:?}"
+        );
+        let (mut c, mut r) = (calls.clone(), returns.clone());
+        c.sort_unstable();
+        r.sort_unstable();
+        assert_eq!(c, r, "{mode}: every CALL in the window has its RETURN");
+        assert_eq!(returns.len(), 12, "{mode}: {returns:?}");
+        let w = events
+            .iter()
+            .find(|e| e["type"] == "TRACE_WINDOW")
+            .unwrap_or_else(|| panic!("{mode}: no TRACE_WINDOW"));
+        assert_eq!(
+            (w["min_depth"].as_u64(), w["max_depth"].as_u64()),
+            (Some(lo), Some(hi)),
+            "{w}"
+        );
+    }
+    let bad = crate::support::run(&["record", "--depth", "5..2", "--", "java", "-version"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("empty") && err.lines().count() <= 2, "{err}");
+}

@@ -181,6 +181,16 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "depth",
+        value: Some("MIN..MAX"),
+        default: Some("1.."),
+        help: "trace only calls whose stack depth (frames from the thread's base, 1 = its first) lies in MIN..MAX; MAX may be left out (no bound)",
+        apply: |o, v| {
+            o.depth = DepthWindow::parse(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "interval",
         value: Some("DURATION"),
         default: Some("10ms"),
@@ -249,6 +259,8 @@ pub struct AgentOptions {
     pub flush: Duration,
     /// Time between two stack samples (with [`EventGroup::Samples`]).
     pub interval: Duration,
+    /// The depths whose calls are traced (`depth=`).
+    pub depth: DepthWindow,
     /// Extra `Class.method` globs whose native frames count as I/O.
     pub io: ClassFilter,
     pub quiet: bool,
@@ -268,6 +280,7 @@ impl Default for AgentOptions {
             buffer: 64 << 20,
             flush: Duration::from_secs(1),
             interval: Duration::from_millis(10),
+            depth: DepthWindow::ALL,
             io: ClassFilter::default(),
             quiet: false,
         }
@@ -519,6 +532,59 @@ pub enum ExceptionScope {
     All,
 }
 
+/// The call-stack depths whose calls are traced (`depth=MIN..MAX`): depth
+/// 1 is a thread's first frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DepthWindow {
+    pub min: u32,
+    /// `None`: no bound.
+    pub max: Option<u32>,
+}
+
+impl DepthWindow {
+    /// Every depth.
+    pub const ALL: DepthWindow = DepthWindow { min: 1, max: None };
+
+    /// Parses `MIN..MAX`, `MIN..` or `..MAX`.
+    pub fn parse(v: &str) -> Result<DepthWindow, String> {
+        let Some((lo, hi)) = v.split_once("..") else {
+            return Err(format!(
+                "'{v}' is not a depth range: write MIN..MAX, MIN.. or ..MAX (for example 3..12)"
+            ));
+        };
+        let number = |s: &str, default: Option<u32>| -> Result<Option<u32>, String> {
+            let s = s.trim();
+            if s.is_empty() {
+                return Ok(default);
+            }
+            s.parse::<u32>()
+                .map(Some)
+                .map_err(|_| format!("'{s}' in depth range '{v}' is not a whole number"))
+        };
+        let min = number(lo, Some(1))?.unwrap_or(1);
+        let max = number(hi, None)?;
+        if min == 0 {
+            return Err(format!(
+                "depth range '{v}' starts at 0: depths count from 1 (a thread's first frame)"
+            ));
+        }
+        if let Some(max) = max {
+            if max < min {
+                return Err(format!("depth range '{v}' is empty: {max} is below {min}"));
+            }
+        }
+        Ok(DepthWindow { min, max })
+    }
+
+    pub fn contains(&self, depth: u32) -> bool {
+        depth >= self.min && self.max.is_none_or(|m| depth <= m)
+    }
+
+    pub fn is_all(&self) -> bool {
+        *self == DepthWindow::ALL
+    }
+}
+
 /// How the agent observes calls of trace-class methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CaptureMode {
@@ -712,4 +778,47 @@ fn edit_distance(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
+}
+
+#[cfg(test)]
+mod depth_window_tests {
+    use super::*;
+
+    #[test]
+    fn depth_ranges_parse_with_either_bound_left_out() {
+        assert_eq!(
+            DepthWindow::parse("3..12"),
+            Ok(DepthWindow {
+                min: 3,
+                max: Some(12)
+            })
+        );
+        assert_eq!(
+            DepthWindow::parse("4.."),
+            Ok(DepthWindow { min: 4, max: None })
+        );
+        assert_eq!(
+            DepthWindow::parse("..6"),
+            Ok(DepthWindow {
+                min: 1,
+                max: Some(6)
+            })
+        );
+        assert!(DepthWindow::parse("1..").unwrap().is_all());
+        let w = DepthWindow::parse("3..5").unwrap();
+        assert!(!w.contains(2) && w.contains(3) && w.contains(5) && !w.contains(6));
+        for bad in ["7", "0..3", "5..2", "a..3", "3..x"] {
+            assert!(DepthWindow::parse(bad).is_err(), "{bad}");
+        }
+        let o = AgentOptions::parse("depth=2..9").unwrap();
+        assert_eq!(
+            o.depth,
+            DepthWindow {
+                min: 2,
+                max: Some(9)
+            }
+        );
+        let e = AgentOptions::parse("depth=9..2").unwrap_err().to_string();
+        assert!(e.contains("empty"), "{e}");
+    }
 }

@@ -80,6 +80,11 @@ pub fn enter(
         start_ns: time_ns,
         depth,
     });
+    // Outside `depth=`: the call is followed (for the depths of its
+    // callees and its own exit) but not written.
+    if !agent.options.depth.contains(depth) {
+        return;
+    }
     state.emit(
         agent,
         time_ns,
@@ -120,6 +125,11 @@ pub fn exit(
         });
     let (elapsed_ns, depth) =
         open.map_or((0, 0), |c| (time_ns.saturating_sub(c.start_ns), c.depth));
+    // A frame entered before recording began (depth 0) is judged by the
+    // window's lower bound alone, as before.
+    if depth > 0 && !agent.options.depth.contains(depth) {
+        return;
+    }
     let outcome = outcome.unwrap_or_else(|| Outcome::Exception {
         class: state
             .unwinding
