@@ -71,6 +71,9 @@ pub struct Agent {
     pub written: AtomicU64,
     /// The stack sampler's stop flag.
     pub sampler: crate::sampler::Control,
+    /// The depth window in force (`depth=`, moved by `adapt=`), packed
+    /// by [`pack_window`].
+    pub window: AtomicU64,
     phase: AtomicU8,
     writer: Mutex<Option<WriterThread>>,
     reported: AtomicBool,
@@ -290,6 +293,7 @@ fn create(
         properties,
     };
 
+    let options_depth = options.depth;
     let agent: &'static Agent = Box::leak(Box::new(Agent {
         jvmti,
         buffers: Buffers::new(options.buffer),
@@ -309,6 +313,7 @@ fn create(
         time_origin_ns,
         written: AtomicU64::new(0),
         sampler: Default::default(),
+        window: AtomicU64::new(pack_window(options_depth)),
         phase: AtomicU8::new(LOADED),
         writer: Mutex::new(None),
         reported: AtomicBool::new(false),
@@ -511,7 +516,28 @@ fn missing_capabilities(
         .collect()
 }
 
+/// A depth window in one word: `min` in the high half, `max` in the low
+/// one (`u32::MAX` for no bound), so a probe reads it with one load.
+pub fn pack_window(w: vmview_options::DepthWindow) -> u64 {
+    u64::from(w.min) << 32 | u64::from(w.max.unwrap_or(u32::MAX))
+}
+
+pub fn unpack_window(v: u64) -> vmview_options::DepthWindow {
+    let max = v as u32;
+    vmview_options::DepthWindow {
+        min: (v >> 32) as u32,
+        max: (max != u32::MAX).then_some(max),
+    }
+}
+
 impl Agent {
+    /// Whether a call at `depth` is written under the window in force.
+    #[inline]
+    pub fn in_window(&self, depth: u32) -> bool {
+        let v = self.window.load(Ordering::Relaxed);
+        depth >= (v >> 32) as u32 && depth <= v as u32
+    }
+
     pub fn is_live(&self) -> bool {
         self.phase.load(Ordering::Acquire) == LIVE
     }
@@ -549,7 +575,7 @@ impl Agent {
         }
         if plan.calls {
             crate::calibrate::record(self, jni);
-            if !self.options.depth.is_all() {
+            if !self.options.depth.is_all() || self.options.adapt.is_some() {
                 // The window the CALL/RETURN events of this recording keep.
                 let window = vmview_format::EventKind::TraceWindow {
                     min_depth: self.options.depth.min,

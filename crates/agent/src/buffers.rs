@@ -98,20 +98,13 @@ pub struct ThreadEvents {
 }
 
 impl ThreadEvents {
-    /// The time of the next event, without taking it.
-    pub fn peek_time(&self) -> Option<u64> {
-        let s = self.segments.front()?;
-        // SAFETY: slot `next` is published (`next < end`, `end` read with
-        // acquire) and not taken yet.
-        Some(unsafe { (*s.block.slots[s.next].get()).assume_init_ref() }.time_ns())
-    }
-
     /// Takes the next event out of its block, with the heap bytes it was
     /// charged.
     pub fn take(&mut self) -> Option<(Event, u64)> {
         let s = self.segments.front_mut()?;
-        // SAFETY: as in `peek_time`; `taken` moves past the slot at once,
-        // so it is read out exactly once.
+        // SAFETY: slot `next` is published (`next < end`, `end` read with
+        // acquire) and not taken yet; `taken` moves past it at once, so it
+        // is read out exactly once.
         let slot = unsafe { (*s.block.slots[s.next].get()).assume_init_read() };
         let heap = slot.heap_bytes();
         let ev = slot.unpack();

@@ -103,10 +103,6 @@ impl Slot {
         std::mem::size_of::<Event>() as u64 + heap_parts(ev)
     }
 
-    pub fn time_ns(&self) -> u64 {
-        self.time_ns
-    }
-
     /// The slot of `ev` (its id is not kept: the writer numbers events).
     pub fn pack(ev: Event) -> Slot {
         let small = |tag: u32, method: MethodId, depth: u32| Slot {

@@ -17,15 +17,14 @@
 use crate::agent::Agent;
 use crate::clock;
 use crate::threads::unknown_thread;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use vmview_format::{Event, EventKind, Symbol, ThreadRef, TraceHeader, TraceWriter};
+use vmview_format::{Event, EventKind, Symbol, ThreadRef, TraceHeader, TraceWriter, WindowReason};
 
 /// How long an event waits before it is considered safe to order.
 const HOLD_BACK_NS: u64 = 20_000_000;
@@ -72,6 +71,8 @@ struct Writer {
     /// `None` once writing failed: buffers are still drained, so memory
     /// stays bounded, but nothing more is written.
     out: Option<TraceWriter<BufWriter<File>>>,
+    /// Events taken from the buffers, sorted by time, not yet written.
+    held: Vec<Event>,
     symbols: Vec<Symbol>,
     next_id: u64,
     last_time: u64,
@@ -83,13 +84,27 @@ struct Writer {
     failure: std::cell::RefCell<Option<String>>,
     /// Events drained and discarded because writing had stopped.
     lost: u64,
+    /// The `adapt=` controller's measurements.
+    adapt: Adapt,
 }
+
+/// CALL/RETURN events written since the last `adapt=` decision, and the
+/// deepest CALL seen so far.
+struct Adapt {
+    since: Instant,
+    calls: u64,
+    deepest: u32,
+}
+
+/// How often `adapt=` looks at the rate.
+const ADAPT_EVERY: Duration = Duration::from_millis(500);
 
 impl Writer {
     fn new(agent: &'static Agent, file: File, header: &TraceHeader) -> Writer {
         let mut w = Writer {
             agent,
             out: None,
+            held: Vec::new(),
             symbols: Vec::new(),
             next_id: 1,
             last_time: 0,
@@ -97,6 +112,11 @@ impl Writer {
             agent_thread: None,
             failure: std::cell::RefCell::new(None),
             lost: 0,
+            adapt: Adapt {
+                since: Instant::now(),
+                calls: 0,
+                deepest: 0,
+            },
         };
         let out = w.attempt("open", move || {
             TraceWriter::new(BufWriter::new(file), header)
@@ -164,116 +184,195 @@ impl Writer {
         }
     }
 
-    /// One round: the events published so far, then the symbols they may
-    /// use, then the events merged across threads by time, each moved out
-    /// of its block, numbered and written in place.
+    /// One round: every event published so far joins the held ones, then
+    /// the symbols they may use are taken; the batch is sorted by time and
+    /// the events older than the hold-back are numbered and written.
+    ///
+    /// Events are sorted, not merged per thread, because a thread's events
+    /// are not always in time order: a THROW whose catch site was not yet
+    /// known is pushed after the calls that followed it.
     fn round(&mut self, everything: bool) {
-        let mut threads = self.agent.buffers.snapshot();
+        let mut heap_bytes = 0;
+        for mut t in self.agent.buffers.snapshot() {
+            while let Some((ev, bytes)) = t.take() {
+                heap_bytes += bytes;
+                self.held.push(ev);
+            }
+        }
+        self.agent.buffers.retire(heap_bytes);
         self.agent.symbols.drain_pending(&mut self.symbols);
+        // Stable: one thread's events with equal times keep their order.
+        self.held.sort_by_key(|e| e.time_ns);
         let cutoff = if everything {
             u64::MAX
         } else {
             clock::now_ns().saturating_sub(HOLD_BACK_NS)
         };
+        let ready = self.held.partition_point(|e| e.time_ns < cutoff);
         let dropped = self.agent.buffers.dropped() - self.drops_reported;
-        if dropped > 0 && self.agent_thread.is_none() {
-            let id = self.agent.symbols.new_thread_ref();
-            self.symbols.push(Symbol::Thread(unknown_thread(
-                self.agent,
-                id,
-                "vmview agent",
-            )));
-            self.agent.symbols.drain_pending(&mut self.symbols);
-            self.agent_thread = Some(id);
+        if dropped > 0 {
+            self.agent_thread();
         }
         self.drops_reported += dropped;
 
-        // Each thread's events are in push order; the heap holds every
-        // thread's next event old enough to be written.
-        let mut next: BinaryHeap<Reverse<(u64, usize)>> = threads
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| {
-                t.peek_time()
-                    .filter(|&at| at < cutoff)
-                    .map(|at| Reverse((at, i)))
-            })
-            .collect();
-        let mut heap_bytes = 0;
-        let mut taken = 0u64;
-        let mut out = self.out.take();
-        let symbols = std::mem::take(&mut self.symbols);
-        let (mut next_id, mut last_time) = (self.next_id, self.last_time);
-        let agent_thread = self.agent_thread;
+        let (mut calls, mut deepest) = (0u64, 0u32);
+        for e in &self.held[..ready] {
+            match &e.kind {
+                EventKind::Call { depth, .. } => {
+                    calls += 1;
+                    deepest = deepest.max(*depth);
+                }
+                EventKind::Return { .. } => calls += 1,
+                _ => {}
+            }
+        }
+        self.adapt.calls += calls;
+        self.adapt.deepest = self.adapt.deepest.max(deepest);
+
+        let Some(mut out) = self.out.take() else {
+            self.symbols.clear();
+            self.held.drain(..ready);
+            self.lost += ready as u64;
+            return;
+        };
+        // Event times count from the agent's first start; a recording
+        // started later counts from its own start.
         let origin = self.agent.time_origin_ns;
-        let ok = self.attempt("write", || {
-            let (next_id, last_time) = (&mut next_id, &mut last_time);
-            if let Some(out) = out.as_mut() {
-                for s in symbols {
-                    out.define(s);
-                }
-            }
-            while let Some(Reverse((_, i))) = next.pop() {
-                let t = &mut threads[i];
-                let Some((mut ev, bytes)) = t.take() else {
-                    continue;
-                };
-                if let Some(at) = t.peek_time().filter(|&at| at < cutoff) {
-                    next.push(Reverse((at, i)));
-                }
-                heap_bytes += bytes;
-                taken += 1;
-                if let Some(out) = out.as_mut() {
-                    ev.id = *next_id;
-                    *next_id += 1;
-                    // Event times count from the agent's first start; a
-                    // recording started later counts from its own start.
-                    ev.time_ns = ev.time_ns.saturating_sub(origin);
-                    *last_time = (*last_time).max(ev.time_ns);
-                    out.write(&ev)?;
-                }
-            }
-            if let (Some(out), true, Some(thread)) = (out.as_mut(), dropped > 0, agent_thread) {
+        for e in self.held[..ready].iter_mut() {
+            e.id = self.next_id;
+            self.next_id += 1;
+            e.time_ns = e.time_ns.saturating_sub(origin);
+            self.last_time = self.last_time.max(e.time_ns);
+        }
+        let drop_report = match (dropped > 0, self.agent_thread) {
+            (true, Some(thread)) => {
                 let report = Event {
-                    id: *next_id,
-                    time_ns: *last_time,
+                    id: self.next_id,
+                    time_ns: self.last_time,
                     thread,
                     kind: EventKind::Dropped { count: dropped },
                 };
-                *next_id += 1;
-                out.write(&report)?;
+                self.next_id += 1;
+                Some(report)
+            }
+            _ => None,
+        };
+        self.agent
+            .written
+            .store(self.next_id - 1, Ordering::Relaxed);
+        let symbols = std::mem::take(&mut self.symbols);
+        let events = &self.held[..ready];
+        let ok = self.attempt("write", || {
+            for s in symbols {
+                out.define(s);
+            }
+            for e in events.iter().chain(drop_report.iter()) {
+                out.write(e)?;
             }
             Ok(())
         });
-        (self.next_id, self.last_time) = (next_id, last_time);
-        self.agent
-            .written
-            .store(self.next_id - 1, std::sync::atomic::Ordering::Relaxed);
-        // Events left in `threads` (too young, or after a failed write)
-        // stay in their blocks for the next round.
-        drop(threads);
-        self.agent.buffers.retire(heap_bytes);
-        match (out, ok) {
-            (Some(out), Some(())) => self.out = Some(out),
-            (Some(_), None) => {
-                // Writing stopped; the events taken this round are lost,
-                // and every later one is drained and discarded.
-                self.lost += taken;
-                self.discard_rest();
-            }
-            (None, _) => self.lost += taken,
+        self.held.drain(..ready);
+        if ok.is_some() {
+            self.out = Some(out);
+        } else {
+            self.lost += ready as u64 + u64::from(drop_report.is_some());
+        }
+        if self.agent.options.adapt.is_some() && !everything {
+            self.adapt_window();
         }
     }
 
-    /// After a write error: the rest of what is queued now is lost too.
-    fn discard_rest(&mut self) {
-        let mut heap_bytes = 0;
-        for mut t in self.agent.buffers.snapshot() {
-            while let Some((_, bytes)) = t.take() {
-                heap_bytes += bytes;
-                self.lost += 1;
-            }
+    /// `adapt=`: every [`ADAPT_EVERY`], narrows the depth window when the
+    /// CALL/RETURN rate is over twice the target (halving the depths
+    /// below its deep end) and widens it back when the rate is under half,
+    /// never past `depth=`; each move is written as a TRACE_WINDOW event.
+    fn adapt_window(&mut self) {
+        let Some(target) = self.agent.options.adapt else {
+            return;
+        };
+        let elapsed = self.adapt.since.elapsed();
+        if elapsed < ADAPT_EVERY {
+            return;
         }
-        self.agent.buffers.retire(heap_bytes);
+        let rate =
+            (u128::from(self.adapt.calls) * 1_000_000_000 / elapsed.as_nanos().max(1)) as u64;
+        self.adapt.since = Instant::now();
+        self.adapt.calls = 0;
+        let configured = self.agent.options.depth;
+        let current = crate::agent::unpack_window(self.agent.window.load(Ordering::Relaxed));
+        let deep_end = current.max.unwrap_or(self.adapt.deepest);
+        let (max, reason) = if rate > target.saturating_mul(2) {
+            let narrower = current.min + (deep_end.saturating_sub(current.min)) / 2;
+            if narrower >= deep_end {
+                return;
+            }
+            (Some(narrower), WindowReason::Narrow)
+        } else if rate < target / 2 {
+            let Some(max) = current.max else { return };
+            if Some(max) == configured.max {
+                return;
+            }
+            let wider = max + (max - current.min).max(1);
+            let wider = match configured.max {
+                Some(m) => Some(wider.min(m)),
+                None if wider >= self.adapt.deepest => None,
+                None => Some(wider),
+            };
+            (wider, WindowReason::Widen)
+        } else {
+            return;
+        };
+        let window = vmview_options::DepthWindow {
+            min: current.min,
+            max,
+        };
+        self.agent
+            .window
+            .store(crate::agent::pack_window(window), Ordering::Relaxed);
+        let thread = self.agent_thread();
+        let Some(mut out) = self.out.take() else {
+            return;
+        };
+        let symbols = std::mem::take(&mut self.symbols);
+        let ev = Event {
+            id: self.next_id,
+            time_ns: clock::now_ns().saturating_sub(self.agent.time_origin_ns),
+            thread,
+            kind: EventKind::TraceWindow {
+                min_depth: window.min,
+                max_depth: window.max,
+                reason,
+                rate_per_s: rate,
+            },
+        };
+        self.next_id += 1;
+        if self
+            .attempt("write", || {
+                for s in symbols {
+                    out.define(s);
+                }
+                out.write(&ev)
+            })
+            .is_some()
+        {
+            self.out = Some(out);
+        }
+    }
+
+    /// The thread handle of the agent's own events (DROPPED,
+    /// TRACE_WINDOW), its symbol queued on first use.
+    fn agent_thread(&mut self) -> ThreadRef {
+        if let Some(t) = self.agent_thread {
+            return t;
+        }
+        let id = self.agent.symbols.new_thread_ref();
+        self.symbols.push(Symbol::Thread(unknown_thread(
+            self.agent,
+            id,
+            "vmview agent",
+        )));
+        self.agent.symbols.drain_pending(&mut self.symbols);
+        self.agent_thread = Some(id);
+        id
     }
 }

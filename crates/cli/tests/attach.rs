@@ -303,6 +303,24 @@ fn attach_reaches_a_jvm_with_its_own_mount_and_pid_namespace_and_private_tmp() {
     }
     agent();
     let java = which_java();
+    // The JVM gets an empty /tmp of its own. The test's own directories
+    // (fixture classes, scratch files) may lie under the host's /tmp (a
+    // clone there): those are bound back in, through a handle on the
+    // host's /tmp taken before the tmpfs covers it.
+    let mut keep = String::new();
+    for dir in [classes(), Path::new(env!("CARGO_TARGET_TMPDIR"))] {
+        if let Ok(rest) = dir.strip_prefix("/tmp") {
+            keep.push_str(&format!(
+                " && mkdir -p '{d}' && mount --bind '/run/vmview-host-tmp/{r}' '{d}'",
+                d = dir.display(),
+                r = rest.display()
+            ));
+        }
+    }
+    let script = format!(
+        "mkdir -p /run/vmview-host-tmp && mount --bind /tmp /run/vmview-host-tmp \
+         && mount -t tmpfs tmpfs /tmp{keep} && exec \"$0\" \"$@\""
+    );
     let service = Service::start(
         "attach-ns",
         &[
@@ -314,7 +332,7 @@ fn attach_reaches_a_jvm_with_its_own_mount_and_pid_namespace_and_private_tmp() {
             "private",
             "sh",
             "-c",
-            "mount -t tmpfs tmpfs /tmp && exec \"$0\" \"$@\"",
+            &script,
             &java,
         ],
         &[],

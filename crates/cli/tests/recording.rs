@@ -481,3 +481,63 @@ fn a_depth_window_keeps_exactly_the_calls_inside_it_and_says_so() {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("empty") && err.lines().count() <= 2, "{err}");
 }
+
+#[test]
+fn adapt_narrows_the_window_in_a_burst_and_widens_it_after_and_says_so() {
+    let rec = record(
+        &[
+            "--classes",
+            "fx.Phases",
+            "--adapt",
+            "20k/s",
+            "--buffer",
+            "512m",
+        ],
+        &[],
+        "fx.Phases",
+        &[],
+    );
+    assert_eq!(rec.stdout(), "phases done\n", "{}", rec.stderr());
+    let events = rec.events();
+    let windows: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "TRACE_WINDOW")
+        .collect();
+    assert_eq!(windows[0]["reason"], "start", "{windows:?}");
+    let narrow = windows
+        .iter()
+        .find(|w| w["reason"] == "narrow")
+        .unwrap_or_else(|| panic!("the burst narrowed nothing: {windows:?}"));
+    assert!(narrow["rate_per_s"].as_u64() > Some(40_000), "{narrow}");
+    let (t_narrow, max) = (
+        narrow["time_ns"].as_u64().unwrap(),
+        narrow["max_depth"].as_u64().expect("a bounded window"),
+    );
+    let widen = windows
+        .iter()
+        .find(|w| w["reason"] == "widen" && w["time_ns"].as_u64() > Some(t_narrow))
+        .unwrap_or_else(|| panic!("the quiet phase widened nothing: {windows:?}"));
+    assert!(widen["rate_per_s"].as_u64() < Some(10_000), "{widen}");
+    let t_widen = widen["time_ns"].as_u64().unwrap();
+    // Between the two moves, calls made (stamped) after the narrowing keep
+    // to the narrower window.
+    let deepest_between = events
+        .iter()
+        .filter(|e| e["type"] == "CALL")
+        .filter(|e| {
+            let t = e["time_ns"].as_u64().unwrap_or(0);
+            t > t_narrow + 5_000_000 && t < t_widen
+        })
+        .map(|e| e["depth"].as_u64().unwrap_or(0))
+        .max();
+    assert!(
+        deepest_between.is_some_and(|d| d <= max),
+        "{deepest_between:?} > {max}"
+    );
+    let deepest_before = events
+        .iter()
+        .filter(|e| e["type"] == "CALL" && e["time_ns"].as_u64() < Some(t_narrow))
+        .map(|e| e["depth"].as_u64().unwrap_or(0))
+        .max();
+    assert!(deepest_before > Some(max), "{deepest_before:?} vs {max}");
+}

@@ -191,6 +191,30 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "adapt",
+        value: Some("RATE"),
+        default: None,
+        help: "keep the CALL/RETURN rate near RATE events per second (200k/s, 1m/s) by moving the depth window's deep end: narrower when the rate is over twice RATE, wider again when under half; each move is a TRACE_WINDOW event",
+        apply: |o, v| {
+            let rate = v.strip_suffix("/s").unwrap_or(v);
+            let (digits, unit) = split_number(rate);
+            let n: u64 = digits
+                .parse()
+                .map_err(|_| format!("expected an event rate such as 200k/s, got '{v}'"))?;
+            let scale = match unit.to_ascii_lowercase().as_str() {
+                "" => 1,
+                "k" => 1_000,
+                "m" => 1_000_000,
+                _ => return Err(format!("unknown unit '{unit}' in '{v}' (use k or m, as in 200k/s)")),
+            };
+            if n == 0 {
+                return Err("adapt=0 would trace nothing: give a rate such as 200k/s".to_string());
+            }
+            o.adapt = Some(n.saturating_mul(scale));
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "interval",
         value: Some("DURATION"),
         default: Some("10ms"),
@@ -261,6 +285,8 @@ pub struct AgentOptions {
     pub interval: Duration,
     /// The depths whose calls are traced (`depth=`).
     pub depth: DepthWindow,
+    /// Target CALL+RETURN rate, events per second (`adapt=`).
+    pub adapt: Option<u64>,
     /// Extra `Class.method` globs whose native frames count as I/O.
     pub io: ClassFilter,
     pub quiet: bool,
@@ -281,6 +307,7 @@ impl Default for AgentOptions {
             flush: Duration::from_secs(1),
             interval: Duration::from_millis(10),
             depth: DepthWindow::ALL,
+            adapt: None,
             io: ClassFilter::default(),
             quiet: false,
         }
@@ -820,5 +847,16 @@ mod depth_window_tests {
         );
         let e = AgentOptions::parse("depth=9..2").unwrap_err().to_string();
         assert!(e.contains("empty"), "{e}");
+        assert_eq!(
+            AgentOptions::parse("adapt=200k/s").unwrap().adapt,
+            Some(200_000)
+        );
+        assert_eq!(
+            AgentOptions::parse("adapt=2m").unwrap().adapt,
+            Some(2_000_000)
+        );
+        for bad in ["adapt=0", "adapt=fast", "adapt=3g/s"] {
+            assert!(AgentOptions::parse(bad).is_err(), "{bad}");
+        }
     }
 }

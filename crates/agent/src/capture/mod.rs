@@ -80,9 +80,9 @@ pub fn enter(
         start_ns: time_ns,
         depth,
     });
-    // Outside `depth=`: the call is followed (for the depths of its
+    // Outside the depth window (`depth=`, `adapt=`): the call is followed (for the depths of its
     // callees and its own exit) but not written.
-    if !agent.options.depth.contains(depth) {
+    if !agent.in_window(depth) {
         return;
     }
     state.emit(
@@ -127,7 +127,7 @@ pub fn exit(
         open.map_or((0, 0), |c| (time_ns.saturating_sub(c.start_ns), c.depth));
     // A frame entered before recording began (depth 0) is judged by the
     // window's lower bound alone, as before.
-    if depth > 0 && !agent.options.depth.contains(depth) {
+    if depth > 0 && !agent.in_window(depth) {
         return;
     }
     let outcome = outcome.unwrap_or_else(|| Outcome::Exception {
