@@ -1,6 +1,7 @@
 //! `vmview record --events samples` and `vmview reactions` on a fixture of
 //! known structure (fx.Reactions): a BlockingQueue consumer, a loopback
-//! socket server and a sorting thread with a Comparator.
+//! socket server, a sorting thread with a Comparator and a SAX parser
+//! thread with a DefaultHandler.
 
 use serde_json::Value;
 
@@ -106,10 +107,6 @@ fn reactions_find_the_queue_and_socket_handlers_and_the_comparator_callback() {
             "min-share cut-off: {h}"
         );
     }
-    // The pure compute thread runs no handler.
-    assert!(handlers
-        .iter()
-        .all(|h| h["method"] != "sortLoop" && h["method"] != "compare"));
     let callbacks = doc["callbacks"].as_array().expect("callbacks");
     assert!(
         callbacks
@@ -137,6 +134,52 @@ fn reactions_find_the_queue_and_socket_handlers_and_the_comparator_callback() {
 }
 
 #[test]
+fn a_sax_handlers_start_element_is_a_callback_of_the_jdks_parser() {
+    let doc: Value = serde_json::from_str(&reactions(&["--format", "json"])).expect("JSON");
+    let callbacks = doc["callbacks"].as_array().expect("callbacks");
+    let start = callbacks
+        .iter()
+        .find(|c| c["class"] == "fx.Reactions$Elements" && c["method"] == "startElement")
+        .unwrap_or_else(|| panic!("startElement is no callback: {callbacks:#?}"));
+    assert!(start["samples"].as_u64().unwrap() > 0, "{start}");
+    // parseLoop calls the parser from the thread's base: no callback.
+    assert!(
+        callbacks.iter().all(|c| c["method"] != "parseLoop"),
+        "{callbacks:#?}"
+    );
+}
+
+#[test]
+fn pure_compute_threads_run_no_handler() {
+    // The sorter and the parser only compute: their loops never wait for
+    // an event, so neither they nor their callees are handlers, although
+    // they hold most RUN samples.
+    let doc: Value = serde_json::from_str(&reactions(&[
+        "--format",
+        "json",
+        "--min-samples",
+        "1",
+        "--min-share",
+        "0",
+    ]))
+    .expect("JSON");
+    let threads = doc["threads"].as_array().expect("threads");
+    for name in ["sorter", "parser"] {
+        let t = threads
+            .iter()
+            .find(|t| t["thread"] == name)
+            .unwrap_or_else(|| panic!("no {name} thread: {threads:#?}"));
+        assert!(t["states"]["RUN"].as_u64().unwrap() >= 5, "{name} ran: {t}");
+        assert_eq!(t["handlers"], Value::Array(vec![]), "{name}: {t}");
+    }
+    for h in doc["handlers"].as_array().expect("handlers") {
+        for m in ["sortLoop", "parseLoop", "compare", "startElement"] {
+            assert_ne!(h["method"], m, "{h}");
+        }
+    }
+}
+
+#[test]
 fn reactions_xml_has_the_dymon_elements() {
     let xml = reactions(&["--format", "xml"]);
     for needle in [
@@ -145,6 +188,7 @@ fn reactions_xml_has_the_dymon_elements() {
         "TSAMPLES='",
         "<CALLBACK STACK='",
         "USER='fx.Reactions$ByValue@compare'",
+        "USER='fx.Reactions$Elements@startElement'",
         "<TRIE>",
         "<TRIENODE CLASS='fx.Reactions$OrderLoop'",
         "<REACTION TOTTIME='",
