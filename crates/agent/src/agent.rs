@@ -574,6 +574,9 @@ impl Agent {
             }
         }
         if plan.calls {
+            if let Err(err) = crate::metrics::start(self, jni) {
+                self.problems.capture(|| err);
+            }
             crate::calibrate::record(self, jni);
             if !self.options.depth.is_all() || self.options.adapt.is_some() {
                 // The window the CALL/RETURN events of this recording keep.

@@ -597,6 +597,11 @@ impl Jni {
         Jni(env)
     }
 
+    /// The JNIEnv* itself (HotSpot embeds it in the thread's `JavaThread`).
+    pub fn raw(self) -> *mut sys::JNIEnv {
+        self.0
+    }
+
     pub fn object_class(self, object: sys::jobject) -> LocalRef {
         LocalRef::new(
             self,

@@ -35,6 +35,7 @@ mod clock;
 mod control;
 mod jvmti;
 mod methods;
+mod metrics;
 mod problems;
 mod sampler;
 mod slot;

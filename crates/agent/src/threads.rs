@@ -156,6 +156,11 @@ impl ThreadState {
         }
     }
 
+    /// The JNI environment of the callback in progress (none on a VM thread).
+    pub fn jni(&self) -> Option<Jni> {
+        self.java.map(|(jni, _)| jni)
+    }
+
     /// Queues an event of this thread, numbering the thread first if this
     /// is its first event.
     pub fn emit(&mut self, agent: &Agent, time_ns: u64, kind: EventKind) {

@@ -265,7 +265,13 @@ pub fn option_string(
     }
     for spec in OPTIONS.iter().filter(|o| !DEDICATED.contains(&o.name)) {
         if let Some(v) = matches.get_one::<String>(spec.name) {
-            push(spec.name, &format!("--{}", spec.name), v)?;
+            // A list flag takes commas (`--metrics cpu,alloc`) like `--events`.
+            let v = if spec.value == Some("LIST") {
+                list(std::slice::from_ref(v))
+            } else {
+                v.clone()
+            };
+            push(spec.name, &format!("--{}", spec.name), &v)?;
         }
     }
     Ok(parts.join(","))
@@ -593,6 +599,8 @@ mod tests {
             "calls,exceptions",
             "--strings",
             "10",
+            "--metrics",
+            "cpu,alloc",
             "--quiet",
             "-o",
             "out-%p.vmv",
@@ -603,7 +611,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             s,
-            "file=out-%p.vmv,classes=shop.*+com.acme.*+org.x.Y,exclude=shop.gen.*,events=calls+exceptions,strings=10,quiet=true"
+            "file=out-%p.vmv,classes=shop.*+com.acme.*+org.x.Y,exclude=shop.gen.*,events=calls+exceptions,strings=10,metrics=cpu+alloc,quiet=true"
         );
         assert_eq!(
             option_string(&["vmview", "record", "java"]).unwrap(),

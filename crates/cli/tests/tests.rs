@@ -14,6 +14,7 @@ mod faults;
 mod filter;
 mod formats;
 mod locks;
+mod metrics;
 mod reactions;
 mod recording;
 mod recovery;

@@ -215,6 +215,16 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "metrics",
+        value: Some("LIST"),
+        default: Some("wall"),
+        help: "what each CALL and RETURN measures, '+'-separated: wall (always), cpu (the thread's CPU time), alloc (bytes the thread allocated); the call tree reports each per node",
+        apply: |o, v| {
+            o.metrics = MetricSet::parse(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "interval",
         value: Some("DURATION"),
         default: Some("10ms"),
@@ -287,6 +297,8 @@ pub struct AgentOptions {
     pub depth: DepthWindow,
     /// Target CALL+RETURN rate, events per second (`adapt=`).
     pub adapt: Option<u64>,
+    /// Thread counters recorded on CALL and RETURN (`metrics=`).
+    pub metrics: MetricSet,
     /// Extra `Class.method` globs whose native frames count as I/O.
     pub io: ClassFilter,
     pub quiet: bool,
@@ -308,6 +320,7 @@ impl Default for AgentOptions {
             interval: Duration::from_millis(10),
             depth: DepthWindow::ALL,
             adapt: None,
+            metrics: MetricSet::default(),
             io: ClassFilter::default(),
             quiet: false,
         }
@@ -547,6 +560,59 @@ impl fmt::Display for EventSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<&str> = self.iter().map(|g| g.name()).collect();
         f.write_str(&names.join("+"))
+    }
+}
+
+/// The thread counters `metrics=` adds to CALL and RETURN. Wall time is
+/// always measured (it is the event's time), so it is not a flag here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct MetricSet {
+    /// The thread's CPU time (user + system).
+    pub cpu: bool,
+    /// The bytes the thread allocated on the Java heap.
+    pub alloc: bool,
+}
+
+impl MetricSet {
+    /// Parses a `+`- or `;`-separated list of `wall`, `cpu`, `alloc`.
+    pub fn parse(list: &str) -> Result<MetricSet, String> {
+        let mut set = MetricSet::default();
+        let mut any = false;
+        for name in split_list(list) {
+            any = true;
+            match name {
+                "wall" => {}
+                "cpu" => set.cpu = true,
+                "alloc" => set.alloc = true,
+                _ => {
+                    return Err(format!(
+                        "unknown metric '{name}' (known: wall, cpu, alloc; e.g. metrics=cpu+alloc)"
+                    ))
+                }
+            }
+        }
+        if !any {
+            return Err("expected one or more metrics, e.g. cpu+alloc".to_string());
+        }
+        Ok(set)
+    }
+
+    /// Whether any counter beyond wall time is measured.
+    pub fn any(self) -> bool {
+        self.cpu || self.alloc
+    }
+}
+
+impl fmt::Display for MetricSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("wall")?;
+        if self.cpu {
+            f.write_str("+cpu")?;
+        }
+        if self.alloc {
+            f.write_str("+alloc")?;
+        }
+        Ok(())
     }
 }
 
@@ -858,5 +924,35 @@ mod depth_window_tests {
         for bad in ["adapt=0", "adapt=fast", "adapt=3g/s"] {
             assert!(AgentOptions::parse(bad).is_err(), "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod metric_tests {
+    use super::*;
+
+    #[test]
+    fn metrics_list_wall_cpu_and_alloc_and_refuse_anything_else() {
+        assert_eq!(AgentOptions::default().metrics, MetricSet::default());
+        let o = AgentOptions::parse("metrics=wall+cpu+alloc").unwrap();
+        assert_eq!(
+            o.metrics,
+            MetricSet {
+                cpu: true,
+                alloc: true
+            }
+        );
+        assert_eq!(o.metrics.to_string(), "wall+cpu+alloc");
+        let o = AgentOptions::parse("metrics=alloc").unwrap();
+        assert!(o.metrics.alloc && !o.metrics.cpu);
+        assert!(!AgentOptions::parse("metrics=wall").unwrap().metrics.any());
+        let e = AgentOptions::parse("metrics=cpu+heap")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown metric 'heap'") && e.contains("metrics"),
+            "{e}"
+        );
+        assert!(AgentOptions::parse("metrics=").is_err());
     }
 }

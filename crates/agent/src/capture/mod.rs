@@ -51,11 +51,14 @@ pub fn for_mode(mode: CaptureMode) -> &'static dyn CallCapture {
 
 /// Whether calls go through the buffered Java probe ([`probe_buffered`]):
 /// an experiment, chosen with `VMVIEW_BUFFERED_PROBE=1` in the JVM's
-/// environment, for bytecode capture without argument capture. The
+/// environment, for bytecode capture without argument capture or
+/// metrics. The
 /// agent's clock then follows `System.nanoTime()`'s.
 pub fn buffered_probe(options: &vmview_options::AgentOptions) -> bool {
     options.mode == CaptureMode::Bci
         && !options.args
+        // Counters read when a batch is replayed would be the batch's end's.
+        && !options.metrics.any()
         && std::env::var_os("VMVIEW_BUFFERED_PROBE").is_some_and(|v| v == "1")
 }
 
@@ -85,11 +88,12 @@ pub fn enter(
     if !agent.in_window(depth) {
         return;
     }
+    let metrics = crate::metrics::read(agent, state.jni());
     state.emit(
         agent,
         time_ns,
         EventKind::Call {
-            metrics: Default::default(),
+            metrics,
             method,
             depth,
             caller,
@@ -135,11 +139,12 @@ pub fn exit(
             .unwinding
             .unwrap_or_else(|| agent.symbols.string("java.lang.Throwable")),
     });
+    let metrics = crate::metrics::read(agent, state.jni());
     state.emit(
         agent,
         time_ns,
         EventKind::Return {
-            metrics: Default::default(),
+            metrics,
             method,
             depth,
             outcome,
