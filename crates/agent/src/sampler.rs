@@ -17,7 +17,10 @@
 //!
 //! "IO" is not a JVMTI state: a runnable thread in native code is IO when
 //! one of its top frames is a known I/O method ([`BUILTIN_IO`], plus the
-//! `io=` globs), else RUN.
+//! `io=` globs), else RUN. Some natives block while JVMTI calls the thread
+//! runnable (the Reference Handler waits inside the VM for the GC's pending
+//! list; the process reaper in `waitpid`): a runnable thread whose top
+//! frame is one of [`BUILTIN_WAIT`] (plus the `wait=` globs) is WAIT.
 
 use crate::agent::{self, Agent};
 use crate::buffers::Producer;
@@ -74,6 +77,20 @@ pub const BUILTIN_IO: &[&str] = &[
     "sun.nio.ch.Net.connect0",
     "sun.nio.ch.EPoll.wait",
     "sun.nio.ch.KQueue.poll",
+    "sun.nio.fs.LinuxWatchService.poll",
+    "sun.awt.X11.XToolkit.waitForEvents",
+];
+
+/// Native `Class.method` globs that wait although JVMTI reports the thread
+/// RUNNABLE (the JDK's service threads). `wait=` adds more.
+pub const BUILTIN_WAIT: &[&str] = &[
+    // Reference Handler (JDK 9+): blocks in the VM on the heap lock until a
+    // GC hands over discovered references; its state bits say RUNNABLE and
+    // not even IN_NATIVE.
+    "java.lang.ref.Reference.waitForReferencePendingList",
+    // process reaper: waitpid() for a child process.
+    "java.lang.ProcessHandleImpl.waitForProcessExit0",
+    "java.lang.UNIXProcess.waitForProcessExit",
 ];
 
 /// Stop flag and "has exited" flag, shared with the agent thread. Each
@@ -162,13 +179,28 @@ unsafe extern "C" fn sampler_main(
 struct Frame {
     id: MethodId,
     info: Arc<MethodInfo>,
+    /// A native on the I/O list.
     io: bool,
+    /// A native on the wait list.
+    wait: bool,
+}
+
+/// What a thread's top frames add to its JVMTI state bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NativeCall {
+    /// No listed native method.
+    None,
+    /// A native I/O method among the top frames.
+    Io,
+    /// The top frame is a native that waits.
+    Wait,
 }
 
 struct Sampler {
     agent: &'static Agent,
     buffer: Producer,
     io: ClassFilter,
+    wait: ClassFilter,
     frames: PtrMap<Frame>,
     stacks: HashMap<Box<[(MethodId, Loc)]>, StackId>,
     next_stack: u32,
@@ -181,18 +213,20 @@ struct Sampler {
 
 impl Sampler {
     fn new(agent: &'static Agent) -> Sampler {
-        let extra = agent.options.io.patterns().to_vec();
-        let io = ClassFilter::new(
-            BUILTIN_IO
-                .iter()
-                .copied()
-                .chain(extra.iter().map(String::as_str)),
-        )
-        .unwrap_or_default();
+        let list = |builtin: &[&str], extra: &ClassFilter| {
+            ClassFilter::new(
+                builtin
+                    .iter()
+                    .copied()
+                    .chain(extra.patterns().iter().map(String::as_str)),
+            )
+            .unwrap_or_default()
+        };
         Sampler {
             agent,
             buffer: agent.buffers.register(),
-            io,
+            io: list(BUILTIN_IO, &agent.options.io),
+            wait: list(BUILTIN_WAIT, &agent.options.wait),
             frames: PtrMap::default(),
             stacks: HashMap::new(),
             next_stack: 0,
@@ -260,15 +294,19 @@ impl Sampler {
     fn sample(&mut self, jni: Jni, t: &StackTrace<'_>, now: u64, contended: bool) {
         let agent = self.agent;
         self.scratch.clear();
-        let mut io = false;
+        let mut native = NativeCall::None;
         for (i, f) in t.frames.iter().enumerate() {
             let frame = self.frame(jni, f.method);
-            io |= i < IO_SEARCH_DEPTH && frame.io;
+            if i == 0 && frame.wait {
+                native = NativeCall::Wait;
+            } else if i < IO_SEARCH_DEPTH && frame.io && native == NativeCall::None {
+                native = NativeCall::Io;
+            }
             let loc = frame.info.loc(agent, f.method, f.location);
             let id = frame.id;
             self.scratch.push((id, loc));
         }
-        let state = classify(t.state, io);
+        let state = classify(t.state, native);
         let stack = self.intern_stack();
         let thread = agent.threads.thread_ref(agent, jni, t.thread);
         let monitors = if contended {
@@ -293,12 +331,17 @@ impl Sampler {
 
     fn frame(&mut self, jni: Jni, method: sys::jmethodID) -> &Frame {
         let agent = self.agent;
-        let io = &self.io;
+        let (io, wait) = (&self.io, &self.wait);
         self.frames.entry(method as usize).or_insert_with(|| {
             let info = agent.methods.get(agent, jni, method);
             let id = info.symbol(agent, jni, method);
-            let io = info.native && io.matches(&qualified_name(agent, jni, method));
-            Frame { id, info, io }
+            let (io, wait) = if info.native {
+                let name = qualified_name(agent, jni, method);
+                (io.matches(&name), wait.matches(&name))
+            } else {
+                (false, false)
+            };
+            Frame { id, info, io, wait }
         })
     }
 
@@ -361,16 +404,18 @@ fn qualified_name(agent: &Agent, jni: Jni, method: sys::jmethodID) -> String {
     format!("{class}.{name}")
 }
 
-/// The sample state from JVMTI thread state bits and whether a top frame
-/// is a native I/O method.
-pub fn classify(bits: u32, in_io_method: bool) -> ThreadState {
+/// The sample state from JVMTI thread state bits and the listed native
+/// methods among the top frames. A waiting native counts whatever the
+/// bits say below BLOCKED/SLEEP/WAIT: inside it the thread may be in the
+/// VM (the Reference Handler) rather than in native code.
+pub fn classify(bits: u32, native: NativeCall) -> ThreadState {
     if bits & sys::JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER != 0 {
         ThreadState::Blocked
     } else if bits & sys::JVMTI_THREAD_STATE_SLEEPING != 0 {
         ThreadState::Sleep
-    } else if bits & sys::JVMTI_THREAD_STATE_WAITING != 0 {
+    } else if bits & sys::JVMTI_THREAD_STATE_WAITING != 0 || native == NativeCall::Wait {
         ThreadState::Wait
-    } else if in_io_method && bits & sys::JVMTI_THREAD_STATE_IN_NATIVE != 0 {
+    } else if native == NativeCall::Io && bits & sys::JVMTI_THREAD_STATE_IN_NATIVE != 0 {
         ThreadState::Io
     } else {
         ThreadState::Run
@@ -387,26 +432,33 @@ mod tests {
     fn states_follow_the_jvmti_bits() {
         let runnable = ALIVE | sys::JVMTI_THREAD_STATE_RUNNABLE;
         let native = runnable | sys::JVMTI_THREAD_STATE_IN_NATIVE;
-        assert_eq!(classify(runnable, false), ThreadState::Run);
-        assert_eq!(classify(native, false), ThreadState::Run);
-        assert_eq!(classify(native, true), ThreadState::Io);
+        use NativeCall::{Io, Wait};
+        assert_eq!(classify(runnable, NativeCall::None), ThreadState::Run);
+        assert_eq!(classify(native, NativeCall::None), ThreadState::Run);
+        assert_eq!(classify(native, Io), ThreadState::Io);
         assert_eq!(
-            classify(runnable, true),
+            classify(runnable, Io),
             ThreadState::Run,
             "an I/O method not (yet) in native code runs"
         );
+        assert_eq!(
+            classify(runnable, Wait),
+            ThreadState::Wait,
+            "the Reference Handler waits in the VM, not in native code"
+        );
+        assert_eq!(classify(native, Wait), ThreadState::Wait);
         let parked = ALIVE
             | sys::JVMTI_THREAD_STATE_WAITING
             | sys::JVMTI_THREAD_STATE_WAITING_INDEFINITELY
             | sys::JVMTI_THREAD_STATE_PARKED;
-        assert_eq!(classify(parked, false), ThreadState::Wait);
+        assert_eq!(classify(parked, NativeCall::None), ThreadState::Wait);
         let sleeping = ALIVE
             | sys::JVMTI_THREAD_STATE_WAITING
             | sys::JVMTI_THREAD_STATE_WAITING_WITH_TIMEOUT
             | sys::JVMTI_THREAD_STATE_SLEEPING;
-        assert_eq!(classify(sleeping, false), ThreadState::Sleep);
+        assert_eq!(classify(sleeping, NativeCall::None), ThreadState::Sleep);
         let blocked = ALIVE | sys::JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER;
-        assert_eq!(classify(blocked, true), ThreadState::Blocked);
+        assert_eq!(classify(blocked, Io), ThreadState::Blocked);
     }
 
     #[test]
@@ -423,5 +475,15 @@ mod tests {
         }
         assert!(!f.matches("java.lang.Object.wait"));
         assert!(!f.matches("sun.nio.ch.Net.pollin"));
+    }
+
+    #[test]
+    fn builtin_wait_globs_name_the_jdk_service_threads_natives() {
+        let f = ClassFilter::new(BUILTIN_WAIT.iter().copied()).expect("valid globs");
+        assert!(f.matches("java.lang.ref.Reference.waitForReferencePendingList"));
+        assert!(f.matches("java.lang.ProcessHandleImpl.waitForProcessExit0"));
+        assert!(!f.matches("java.lang.ref.Reference.processPendingReferences"));
+        let io = ClassFilter::new(BUILTIN_IO.iter().copied()).expect("valid globs");
+        assert!(BUILTIN_WAIT.iter().all(|m| !io.matches(m)));
     }
 }

@@ -69,6 +69,62 @@ fn samples_carry_states_and_stacks_of_every_thread() {
     assert!(!samples.iter().any(|s| s["thread"] == "vmview-sampler"));
 }
 
+#[test]
+fn the_jdks_service_threads_wait() {
+    // The Reference Handler sits in the native waitForReferencePendingList,
+    // which JVMTI calls RUNNABLE: it was counted as RUN in every sample.
+    let events = recorded().events();
+    let samples = of_type(&events, "SAMPLE");
+    for name in ["Reference Handler", "Finalizer", "Common-Cleaner"] {
+        let of: Vec<_> = samples.iter().filter(|s| s["thread"] == name).collect();
+        assert!(of.len() > 10, "{name}: {} samples", of.len());
+        let busy: Vec<_> = of.iter().filter(|s| s["state"] != "WAIT").collect();
+        // A GC can wake the Reference Handler for a moment.
+        assert!(
+            busy.len() * 10 <= of.len(),
+            "{name} is not WAIT in {} of {} samples: {:?}",
+            busy.len(),
+            of.len(),
+            busy.first()
+        );
+    }
+}
+
+#[test]
+fn wait_globs_make_a_native_read_wait() {
+    // With the socket read listed as a wait, the server's readLine() is WAIT
+    // instead of IO, and onMessage a NODE_WAIT handler.
+    let rec = record(
+        &[
+            "--events",
+            "samples",
+            "--interval",
+            "5ms",
+            "--wait",
+            "sun.nio.ch.SocketDispatcher.read0",
+        ],
+        &[],
+        "fx.Reactions",
+        &["1000"],
+    );
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    let events = rec.events();
+    let server: Vec<_> = of_type(&events, "SAMPLE")
+        .into_iter()
+        .filter(|s| s["thread"] == "server")
+        .collect();
+    let in_read0 = |s: &&&serde_json::Value| s["stack"][0]["method"] == "read0";
+    // (A thread just returning from read0 is RUN: not in native code.)
+    assert!(
+        server.iter().filter(in_read0).any(|s| s["state"] == "WAIT"),
+        "{server:?}"
+    );
+    assert!(
+        server.iter().filter(in_read0).all(|s| s["state"] != "IO"),
+        "{server:?}"
+    );
+}
+
 fn reactions(args: &[&str]) -> String {
     let trace = path_str(&recorded().trace).to_string();
     let mut all = vec!["reactions", trace.as_str()];
@@ -151,9 +207,9 @@ fn a_sax_handlers_start_element_is_a_callback_of_the_jdks_parser() {
 
 #[test]
 fn pure_compute_threads_run_no_handler() {
-    // The sorter and the parser only compute: their loops never wait for
-    // an event, so neither they nor their callees are handlers, although
-    // they hold most RUN samples.
+    // The sorter only computes and the parser sleeps between documents:
+    // their loops never wait for an event, so neither they nor their
+    // callees are handlers, although they hold most RUN samples.
     let doc: Value = serde_json::from_str(&reactions(&[
         "--format",
         "json",

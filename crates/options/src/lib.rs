@@ -249,6 +249,16 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "wait",
+        value: Some("GLOBS"),
+        default: None,
+        help: "more native Class.method globs that block without JVMTI saying so: a sampled runnable thread whose top frame is one of them is WAIT (adds to the built-in list)",
+        apply: |o, v| {
+            o.wait = ClassFilter::parse(v).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "quiet",
         value: None,
         default: None,
@@ -301,6 +311,8 @@ pub struct AgentOptions {
     pub metrics: MetricSet,
     /// Extra `Class.method` globs whose native frames count as I/O.
     pub io: ClassFilter,
+    /// Extra native `Class.method` globs that count as waiting (`wait=`).
+    pub wait: ClassFilter,
     pub quiet: bool,
 }
 
@@ -322,6 +334,7 @@ impl Default for AgentOptions {
             adapt: None,
             metrics: MetricSet::default(),
             io: ClassFilter::default(),
+            wait: ClassFilter::default(),
             quiet: false,
         }
     }

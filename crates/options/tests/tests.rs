@@ -228,7 +228,7 @@ fn mode_and_args_default_to_bytecode_instrumentation_with_values() {
 }
 
 #[test]
-fn samples_are_off_by_default_and_interval_and_io_parse() {
+fn samples_are_off_by_default_and_interval_io_and_wait_parse() {
     let o = AgentOptions::parse("").unwrap();
     assert!(!o.events.contains(EventGroup::Samples));
     assert!(!AgentOptions::parse("events=all")
@@ -241,6 +241,9 @@ fn samples_are_off_by_default_and_interval_and_io_parse() {
     assert!(o.events.contains(EventGroup::Samples));
     assert_eq!(o.interval, std::time::Duration::from_millis(5));
     assert!(o.io.matches("org.x.Net.read"));
+    assert!(!o.wait.matches("org.x.Net.read"));
+    let o = AgentOptions::parse("events=samples,wait=org.x.Lock.await0").unwrap();
+    assert!(o.wait.matches("org.x.Lock.await0"));
     assert!(error("interval=10us").contains("too short"));
 }
 
