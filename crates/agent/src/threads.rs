@@ -60,10 +60,23 @@ pub struct ThreadState {
     pub replaying: bool,
     /// Reused space for a replayed buffer.
     pub replay_scratch: Vec<i64>,
+    /// Monitors acquired in trace-class code and not yet released
+    /// (`events=monitors`), innermost last.
+    pub held: Vec<HeldMonitor>,
     /// When the current monitor contention began.
     pub contended_since: u64,
     /// When the current `Object.wait` began.
     pub wait_since: u64,
+}
+
+/// A monitor held by trace-class code.
+pub struct HeldMonitor {
+    pub monitor: vmview_format::Monitor,
+    /// The depth of the frame holding it.
+    pub depth: u32,
+    /// Held by a `synchronized` method (released by its frame's
+    /// `methodMonitorExit`), not a block.
+    pub method: bool,
 }
 
 /// The first report of an exception, held back while only probe handlers
@@ -151,6 +164,7 @@ impl ThreadState {
             java_buffer: std::ptr::null_mut(),
             replaying: false,
             replay_scratch: Vec::new(),
+            held: Vec::new(),
             contended_since: 0,
             wait_since: 0,
         }

@@ -22,6 +22,7 @@ pub(crate) mod op {
     pub const ILOAD: u8 = 0x15;
     pub const ALOAD: u8 = 0x19;
     pub const ILOAD_0: u8 = 0x1a;
+    pub const ALOAD_0: u8 = 0x2a;
     pub const ALOAD_3: u8 = 0x2d;
     pub const IALOAD: u8 = 0x2e;
     pub const SALOAD: u8 = 0x35;

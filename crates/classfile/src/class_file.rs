@@ -13,6 +13,7 @@ use crate::constant_pool::ConstantPool;
 use crate::error::RewriteError;
 
 pub(crate) const ACC_STATIC: u16 = 0x0008;
+pub(crate) const ACC_SYNCHRONIZED: u16 = 0x0020;
 pub(crate) const ACC_NATIVE: u16 = 0x0100;
 pub(crate) const ACC_ABSTRACT: u16 = 0x0400;
 pub(crate) const ACC_MODULE: u16 = 0x8000;

@@ -197,3 +197,60 @@ pub(crate) fn exceptional_exit(
     out.put_u8(op::ATHROW);
     Ok(out)
 }
+
+/// After a `monitorenter` whose operand a `dup` in front of it kept: report
+/// the monitor now held.
+pub(crate) fn monitor_enter(
+    refs: &mut ProbeRefs,
+    pool: &mut ConstantPool,
+) -> Result<Vec<u8>, PoolFull> {
+    let mut out = Vec::new();
+    refs.invoke(&mut out, pool, probe::MONITOR_ENTER)?;
+    Ok(out)
+}
+
+/// Before a `monitorexit`: report the monitor about to be released (one
+/// extra stack slot).
+pub(crate) fn monitor_exit(
+    refs: &mut ProbeRefs,
+    pool: &mut ConstantPool,
+) -> Result<Vec<u8>, PoolFull> {
+    let mut out = vec![op::DUP];
+    refs.invoke(&mut out, pool, probe::MONITOR_EXIT)?;
+    Ok(out)
+}
+
+/// A `synchronized` method's monitor, after its entry hook: `this`, or the
+/// class (`ldc`, class files 49 and later) for a static method. Needs one
+/// stack slot.
+pub(crate) fn method_monitor_enter(
+    refs: &mut ProbeRefs,
+    pool: &mut ConstantPool,
+    this_class: Option<u16>,
+) -> Result<Vec<u8>, PoolFull> {
+    let mut out = Vec::new();
+    match this_class {
+        None => out.put_u8(op::ALOAD_0),
+        Some(index) if index <= 255 => {
+            out.put_u8(op::LDC);
+            out.put_u8(index as u8);
+        }
+        Some(index) => {
+            out.put_u8(op::LDC_W);
+            out.put_u16(index);
+        }
+    }
+    refs.invoke(&mut out, pool, probe::METHOD_MONITOR_ENTER)?;
+    Ok(out)
+}
+
+/// A `synchronized` method's monitor is about to be released: placed
+/// before its exit hooks and in its catch-all handler.
+pub(crate) fn method_monitor_exit(
+    refs: &mut ProbeRefs,
+    pool: &mut ConstantPool,
+) -> Result<Vec<u8>, PoolFull> {
+    let mut out = Vec::new();
+    refs.invoke(&mut out, pool, probe::METHOD_MONITOR_EXIT)?;
+    Ok(out)
+}

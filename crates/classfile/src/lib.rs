@@ -88,6 +88,10 @@ pub struct HookConfig {
     pub capture_args: bool,
     /// Pass the returned value to a typed `exit*` probe method.
     pub capture_return: bool,
+    /// Report monitors acquired and released: `monitorenter` and
+    /// `monitorexit` instructions and `synchronized` methods call the
+    /// [`probe::MONITORS`] hooks.
+    pub monitors: bool,
 }
 
 /// A method as the agent needs it for its symbol records.

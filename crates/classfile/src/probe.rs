@@ -104,7 +104,37 @@ pub const EXIT_OBJECT: ProbeMethod = m("exitObject", "(Ljava/lang/Object;I)V");
 /// rewritten code rethrows it when the probe returns.
 pub const EXIT_THROW: ProbeMethod = m("exitThrow", "(Ljava/lang/Throwable;I)V");
 
-/// Every probe method the rewriter may call.
+/// `monitorEnter(Object o)`: the method holds `o`'s monitor, acquired by
+/// the `monitorenter` just executed (with
+/// [`HookConfig::monitors`](crate::HookConfig::monitors)).
+pub const MONITOR_ENTER: ProbeMethod = m("monitorEnter", "(Ljava/lang/Object;)V");
+/// `monitorExit(Object o)`: a `monitorexit` of `o` is about to run,
+/// including those of the compiler's catch-any handlers that release a
+/// `synchronized` block's monitor when an exception leaves it.
+pub const MONITOR_EXIT: ProbeMethod = m("monitorExit", "(Ljava/lang/Object;)V");
+/// `methodMonitorEnter(Object o)`: a `synchronized` method holds `o`'s
+/// monitor (`this`, or its `Class` for a static method); called right
+/// after [`ENTER`].
+pub const METHOD_MONITOR_ENTER: ProbeMethod = m("methodMonitorEnter", "(Ljava/lang/Object;)V");
+/// `methodMonitorExit()`: the `synchronized` method whose frame calls it
+/// is about to release its monitor; called right before its `exit*` or
+/// [`EXIT_THROW`]. The monitor is the one the same frame's
+/// [`METHOD_MONITOR_ENTER`] named (the catch-all handler cannot name
+/// `this`: its frame declares no locals).
+pub const METHOD_MONITOR_EXIT: ProbeMethod = m("methodMonitorExit", "()V");
+
+/// The monitor hooks, called only from classes rewritten with
+/// [`HookConfig::monitors`](crate::HookConfig::monitors). Not in [`ALL`]:
+/// a probe class that implements only the call hooks serves classes
+/// rewritten without monitors.
+pub const MONITORS: [ProbeMethod; 4] = [
+    MONITOR_ENTER,
+    MONITOR_EXIT,
+    METHOD_MONITOR_ENTER,
+    METHOD_MONITOR_EXIT,
+];
+
+/// Every call hook the rewriter may call.
 pub const ALL: [ProbeMethod; 21] = [
     ENTER,
     ARG_BOOLEAN,

@@ -9,7 +9,7 @@
 
 use crate::bytecode::{self, is_conditional_branch, op, Instructions};
 use crate::bytes::WriteBe;
-use crate::class_file::{Attribute, Code, Method, ACC_STATIC};
+use crate::class_file::{Attribute, Code, Method, ACC_STATIC, ACC_SYNCHRONIZED};
 use crate::constant_pool::{ConstantPool, PoolFull};
 use crate::constructor;
 use crate::debug_tables::{self, LineNumber};
@@ -244,12 +244,47 @@ fn rewrite_code<'a>(
 
     // Hook code.
     let args_captured = cx.config.capture_args && params_intact;
-    let (entry_code, entry_stack) = hooks::entry(
+    let (mut entry_code, mut entry_stack) = hooks::entry(
         cx.probe,
         cx.pool,
         id,
         args_captured.then_some((&desc.params[..], first_param_slot)),
     )?;
+    // A synchronized method's monitor: named after the entry hook, released
+    // before the exit hooks. A static one's is its class, which `ldc`
+    // loads only from class files 49 on.
+    let sync_method = cx.config.monitors
+        && m.access & ACC_SYNCHRONIZED != 0
+        && !is_constructor
+        && (!is_static || cx.major >= 49);
+    let method_monitor_exit = if sync_method {
+        let this_class = if is_static {
+            Some(cx.pool.class_index(cx.this_name)?)
+        } else {
+            None
+        };
+        entry_code.extend(hooks::method_monitor_enter(cx.probe, cx.pool, this_class)?);
+        entry_stack = entry_stack.max(1);
+        hooks::method_monitor_exit(cx.probe, cx.pool)?
+    } else {
+        Vec::new()
+    };
+    // monitorenter: `dup` before it keeps the object for the hook after
+    // it, so the hook reports a monitor actually acquired; monitorexit:
+    // the hook before it takes a copy. Both need one more stack slot. In a
+    // constructor, only where `this` is initialised (javac puts no
+    // synchronized block before the super call, and an uninitialised
+    // object cannot be passed).
+    let (monitor_enter, monitor_exit) = if cx.config.monitors {
+        (
+            hooks::monitor_enter(cx.probe, cx.pool)?,
+            hooks::monitor_exit(cx.probe, cx.pool)?,
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let dup = [op::DUP];
+    let mut monitor_stack = 0u16;
     // Exit hooks by return opcode, `ireturn` to `return`.
     let mut exit_codes: [Option<Vec<u8>>; 6] = Default::default();
     let exit_slot = |opcode: u8| {
@@ -264,7 +299,7 @@ fn rewrite_code<'a>(
             continue;
         };
         if exit_codes[k].is_none() {
-            let (c, extra) = hooks::exit(
+            let (mut c, extra) = hooks::exit(
                 cx.probe,
                 cx.pool,
                 id,
@@ -273,10 +308,12 @@ fn rewrite_code<'a>(
                 cx.config.capture_return,
             )?;
             exit_stack = exit_stack.max(extra);
+            c.splice(0..0, method_monitor_exit.iter().copied());
             exit_codes[k] = Some(c);
         }
     }
-    let handler = hooks::exceptional_exit(cx.probe, cx.pool, id)?;
+    let mut handler = hooks::exceptional_exit(cx.probe, cx.pool, id)?;
+    handler.splice(0..0, method_monitor_exit.iter().copied());
 
     let empty: &[u8] = &[];
     let mut insertions = Insertions {
@@ -288,6 +325,20 @@ fn rewrite_code<'a>(
     for (i, insn) in insns.insns.iter().enumerate() {
         if let Some(Some(c)) = exit_slot(insn.opcode).map(|k| &exit_codes[k]) {
             insertions.before[i] = c;
+        }
+        if cx.config.monitors && covered[i] {
+            match insn.opcode {
+                op::MONITORENTER => {
+                    insertions.before[i] = &dup;
+                    insertions.after[i] = &monitor_enter;
+                    monitor_stack = 1;
+                }
+                op::MONITOREXIT => {
+                    insertions.before[i] = &monitor_exit;
+                    monitor_stack = 1;
+                }
+                _ => {}
+            }
         }
     }
     for &s in &super_calls {
@@ -422,6 +473,7 @@ fn rewrite_code<'a>(
     if exit_codes.iter().any(Option::is_some) {
         max_stack = max_stack.max(orig + u32::from(exit_stack));
     }
+    max_stack = max_stack.max(orig + u32::from(monitor_stack));
     let max_stack = u16::try_from(max_stack)
         .map_err(|_| CodeError::unsupported(0, "max_stack would exceed 65535"))?;
 

@@ -293,3 +293,77 @@ fn without_capture_hooks_pass_only_method_ids() {
         ],
     );
 }
+
+#[test]
+fn monitors_are_reported_where_they_are_held_on_every_path() {
+    let config = HookConfig {
+        monitors: true,
+        ..config()
+    };
+    // Verified (-XX:+BytecodeVerificationLocal/Remote), same output, and
+    // `check_nesting` pairs every release with the innermost acquisition.
+    let t = trace_fixtures(&Jdk::default(), &config);
+    check_calls_and_values(&t);
+    check_exceptions(&t.events);
+    let e = &t.events;
+    // A synchronized method: its monitor after ENTER, released before EXIT.
+    assert_in_order(
+        e,
+        &[
+            "ENTER Sync.inc()V []",
+            "METHOD_MONITOR_ENTER  Sync",
+            "METHOD_MONITOR_EXIT",
+            "EXIT Sync.inc()V",
+        ],
+    );
+    // ... and before the throw that leaves it.
+    assert_in_order(
+        e,
+        &[
+            "ENTER Sync.failInside()V []",
+            "METHOD_MONITOR_ENTER  Sync",
+            "METHOD_MONITOR_EXIT",
+            "THROW Sync.failInside()V java.lang.IllegalStateException",
+        ],
+    );
+    // A block, left normally, by a return inside it, and by an exception
+    // (javac's catch-any handler runs the monitorexit).
+    assert_in_order(
+        e,
+        &[
+            "ENTER Sync.block(Ljava/lang/Object;)V [java.lang.Object]",
+            "MONITOR_ENTER  java.lang.Object",
+            "MONITOR_EXIT  java.lang.Object",
+            "EXIT Sync.block(Ljava/lang/Object;)V",
+            "ENTER Sync.blockReturn(Ljava/lang/Object;)I [java.lang.Object]",
+            "MONITOR_ENTER  java.lang.Object",
+            "MONITOR_EXIT  java.lang.Object",
+            "EXIT Sync.blockReturn(Ljava/lang/Object;)I 1010",
+            "ENTER Sync.nested(Ljava/lang/Object;Ljava/lang/Object;)I [java.lang.Object, \"b\"]",
+            "METHOD_MONITOR_ENTER  class Sync",
+            "MONITOR_ENTER  java.lang.Object",
+            "MONITOR_ENTER  java.lang.String",
+            "MONITOR_EXIT  java.lang.String",
+            "MONITOR_EXIT  java.lang.Object",
+            "METHOD_MONITOR_EXIT",
+            "EXIT Sync.nested(Ljava/lang/Object;Ljava/lang/Object;)I 2",
+            "ENTER Sync.blockThrow(Ljava/lang/Object;)V [java.lang.Object]",
+            "MONITOR_ENTER  java.lang.Object",
+            "MONITOR_EXIT  java.lang.Object",
+            "THROW Sync.blockThrow(Ljava/lang/Object;)V java.lang.IllegalArgumentException",
+        ],
+    );
+    let acquired = e
+        .iter()
+        .filter(|e| e.kind.ends_with("MONITOR_ENTER"))
+        .count();
+    let released = e
+        .iter()
+        .filter(|e| e.kind.ends_with("MONITOR_EXIT"))
+        .count();
+    assert_eq!(acquired, released);
+    assert!(
+        acquired >= 1000,
+        "{acquired}: Sync.inc alone runs 1000 times"
+    );
+}

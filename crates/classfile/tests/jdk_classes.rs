@@ -1,7 +1,9 @@
 //! The JDK's own classes: all of `java.base` instrumented and patched in
 //! with `--patch-module`, so the VM boots on it. Boot classes are not
 //! verified by default, so this runs with `-XX:+BytecodeVerificationLocal`:
-//! without it a broken rewrite of a JDK class would load silently.
+//! without it a broken rewrite of a JDK class would load silently. The
+//! monitor hooks are in too: java.base is full of synchronized blocks and
+//! methods.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -30,6 +32,7 @@ fn boot_on_instrumented_java_base(jdk: &Jdk) {
     let java_base = extract_java_base(jdk, &tmp.join("jdk"));
     let config = HookConfig {
         probe_class: "java/lang/VmviewProbe".into(),
+        monitors: true,
         ..config()
     };
     let done = instrument_tree(&java_base, &patch, &config);

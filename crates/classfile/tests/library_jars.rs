@@ -54,7 +54,12 @@ fn run_library(name: &str, jar: &Path, exercise: Option<&str>) -> (Vec<Event>, u
     jdk.javac(&sources, &drivers, &["-cp", jar.to_str().unwrap()]);
     compile_probe(&jdk, &probe);
 
-    let done = instrument_tree(&plain, &inst, &config());
+    // Monitors too: `check_nesting` pairs every release with its acquisition.
+    let config = vmview_classfile::HookConfig {
+        monitors: true,
+        ..config()
+    };
+    let done = instrument_tree(&plain, &inst, &config);
     assert_eq!(done.unexpected_skips(), Vec::<String>::new());
     assert!(done.results.iter().filter(|r| r.bytes().is_some()).count() > classes.len() / 2);
 

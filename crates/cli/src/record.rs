@@ -77,8 +77,9 @@ pub struct RecordArgs {
     #[arg(long, value_name = "GLOB", help_heading = AGENT_HEADING)]
     exclude: Vec<String>,
     /// Events to record, comma- or '+'-separated: calls, exceptions, threads,
-    /// classes, locks, gc, samples (stack samples every --interval), all (all
-    /// but samples) [default: calls,exceptions,threads,locks,gc].
+    /// classes, locks, gc, samples (stack samples every --interval), bytecode,
+    /// monitors (monitors held by trace-class code, shown by `vmview calltree`),
+    /// all (all but samples, bytecode and monitors) [default: calls,exceptions,threads,locks,gc].
     #[arg(long, value_name = "LIST", help_heading = AGENT_HEADING)]
     events: Option<String>,
     /// Trace file to write; %p = the JVM's process id, %t = its start time.

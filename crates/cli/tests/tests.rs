@@ -15,6 +15,7 @@ mod filter;
 mod formats;
 mod locks;
 mod metrics;
+mod monitors;
 mod reactions;
 mod recording;
 mod recovery;

@@ -98,7 +98,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "events",
         value: Some("LIST"),
         default: Some("calls+exceptions+threads+locks+gc"),
-        help: "events to record, '+'-separated: calls, exceptions, threads, classes, locks, gc, samples, bytecode (or all = all but samples and bytecode, default)",
+        help: "events to record, '+'-separated: calls, exceptions, threads, classes, locks, gc, samples, bytecode, monitors (or all = all but samples, bytecode and monitors, default)",
         apply: |o, v| {
             o.events = EventSet::parse(v)?;
             Ok(())
@@ -388,6 +388,19 @@ impl AgentOptions {
             }
             opts.mode = CaptureMode::Jvmti;
         }
+        // Monitors are seen by instrumenting monitorenter/monitorexit.
+        if opts.events.contains(EventGroup::Monitors) && !opts.events.contains(EventGroup::Calls) {
+            return Err(OptionError::Invalid {
+                option: "events",
+                message: "events=monitors reports monitors held by traced calls: add calls (events=calls+monitors)".to_string(),
+            });
+        }
+        if opts.events.contains(EventGroup::Monitors) && opts.mode != CaptureMode::Bci {
+            return Err(OptionError::Invalid {
+                option: "events",
+                message: "events=monitors needs mode=bci (monitorenter and monitorexit are instrumented in rewritten classes); drop mode=jvmti or monitors".to_string(),
+            });
+        }
         Ok(opts)
     }
 
@@ -471,10 +484,15 @@ pub enum EventGroup {
     /// BYTECODE: every instruction executed in trace-class methods, by
     /// JVMTI single-stepping (interpreter only). Not in `default` nor `all`.
     Bytecode,
+    /// MONITOR_ENTER and MONITOR_EXIT: monitors acquired and released by
+    /// trace-class code (`synchronized` blocks and methods), instrumented
+    /// in bci mode. Not in `default` nor `all`: it costs two probe calls
+    /// per acquisition.
+    Monitors,
 }
 
 impl EventGroup {
-    pub const ALL: [EventGroup; 8] = [
+    pub const ALL: [EventGroup; 9] = [
         EventGroup::Calls,
         EventGroup::Exceptions,
         EventGroup::Threads,
@@ -483,6 +501,7 @@ impl EventGroup {
         EventGroup::Gc,
         EventGroup::Samples,
         EventGroup::Bytecode,
+        EventGroup::Monitors,
     ];
 
     /// The name used in `events=`.
@@ -496,6 +515,7 @@ impl EventGroup {
             EventGroup::Gc => "gc",
             EventGroup::Samples => "samples",
             EventGroup::Bytecode => "bytecode",
+            EventGroup::Monitors => "monitors",
         }
     }
 
@@ -503,14 +523,14 @@ impl EventGroup {
         EventGroup::ALL.into_iter().find(|g| g.name() == name)
     }
 
-    fn bit(self) -> u8 {
-        1 << self as u8
+    fn bit(self) -> u16 {
+        1 << self as u16
     }
 }
 
 /// A set of [`EventGroup`]s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct EventSet(u8);
+pub struct EventSet(u16);
 
 impl EventSet {
     pub const EMPTY: EventSet = EventSet(0);

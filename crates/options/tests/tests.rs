@@ -109,7 +109,7 @@ fn comma_separated_events_get_a_hint_about_plus() {
 #[test]
 fn bad_values_name_the_option_and_what_is_accepted() {
     let e = error("events=cals");
-    assert_eq!(e, "events: unknown event 'cals' (known: calls, exceptions, threads, classes, locks, gc, samples, bytecode, all, default)");
+    assert_eq!(e, "events: unknown event 'cals' (known: calls, exceptions, threads, classes, locks, gc, samples, bytecode, monitors, all, default)");
     assert_eq!(
         error("exceptions=some"),
         "exceptions: expected 'traced' or 'all', got 'some'"
@@ -261,4 +261,17 @@ fn bytecode_is_off_by_default_and_brings_jvmti_method_events() {
     assert_eq!(parse("events=bytecode,mode=jvmti").mode, CaptureMode::Jvmti);
     let e = error("events=bytecode,mode=bci");
     assert!(e.starts_with("mode:") && e.contains("mode=jvmti"), "{e}");
+}
+
+#[test]
+fn monitors_are_opt_in_and_need_bci_mode() {
+    assert!(!parse("").events.contains(EventGroup::Monitors));
+    assert!(!parse("events=all").events.contains(EventGroup::Monitors));
+    let o = parse("events=calls+monitors,classes=fx.Held");
+    assert!(o.events.contains(EventGroup::Monitors));
+    assert_eq!(o.events.to_string(), "calls+monitors");
+    let e = error("events=calls+monitors,mode=jvmti");
+    assert!(e.starts_with("events:") && e.contains("mode=bci"), "{e}");
+    let e = error("events=monitors");
+    assert!(e.contains("events=calls+monitors"), "{e}");
 }

@@ -41,6 +41,7 @@ use std::ffi::{c_char, c_uchar, CStr, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use vmview_classfile::{HookConfig, MethodInfo, SkipReason};
 use vmview_format::{MethodId, MethodSymbol, StringId};
+use vmview_options::EventGroup;
 
 pub struct Bytecode;
 
@@ -112,7 +113,11 @@ fn define_probe(jni: Jni, probe: &str) -> Result<(), String> {
     let bytes = if buffered {
         probe_buffered::CLASS_BYTES
     } else {
-        generated = probe_class::class_bytes(PROBE_CLASS, &vmview_classfile::probe::ALL);
+        let hooks: Vec<_> = vmview_classfile::probe::ALL
+            .into_iter()
+            .chain(vmview_classfile::probe::MONITORS)
+            .collect();
+        generated = probe_class::class_bytes(PROBE_CLASS, &hooks);
         &generated[..]
     };
     let name = CString::new(probe).map_err(|e| e.to_string())?;
@@ -282,6 +287,7 @@ fn rewrite(agent: &Agent, dotted: &str, bytes: &[u8]) -> Option<Vec<u8>> {
         // Always passed: with args=off the probe ignores it, and a typed
         // exit tells a non-void return from a void one.
         capture_return: true,
+        monitors: agent.options.events.contains(EventGroup::Monitors),
     };
     let class = agent.symbols.string(dotted);
     let mut next_id = |m: &MethodInfo| Some(method_symbol(agent, class, m).0);

@@ -51,14 +51,16 @@ pub fn for_mode(mode: CaptureMode) -> &'static dyn CallCapture {
 
 /// Whether calls go through the buffered Java probe ([`probe_buffered`]):
 /// an experiment, chosen with `VMVIEW_BUFFERED_PROBE=1` in the JVM's
-/// environment, for bytecode capture without argument capture or
-/// metrics. The
+/// environment, for bytecode capture without argument capture, metrics
+/// or monitors. The
 /// agent's clock then follows `System.nanoTime()`'s.
 pub fn buffered_probe(options: &vmview_options::AgentOptions) -> bool {
     options.mode == CaptureMode::Bci
         && !options.args
         // Counters read when a batch is replayed would be the batch's end's.
         && !options.metrics.any()
+        // Its Java class has no monitor hooks.
+        && !options.events.contains(vmview_options::EventGroup::Monitors)
         && std::env::var_os("VMVIEW_BUFFERED_PROBE").is_some_and(|v| v == "1")
 }
 

@@ -1,6 +1,6 @@
 //! The bytes of the probe class, `vmview/Probe`: one `public static
-//! native` method per entry of [`vmview_classfile::probe::ALL`], no fields,
-//! no code.
+//! native` method per entry of [`vmview_classfile::probe::ALL`] and
+//! [`vmview_classfile::probe::MONITORS`], no fields, no code.
 //!
 //! Instrumented classes call these methods; the agent defines the class in
 //! the bootstrap loader (so classes of every loader resolve it) and binds

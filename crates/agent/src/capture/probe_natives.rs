@@ -17,12 +17,12 @@ use crate::classes;
 use crate::clock;
 use crate::jvmti::Jni;
 use crate::sys;
-use crate::threads::with_state;
+use crate::threads::{with_state, HeldMonitor, ThreadState};
 use crate::values;
 use std::ffi::c_void;
 use std::ptr;
 use vmview_classfile::probe::{self, ProbeMethod};
-use vmview_format::{MethodId, Outcome, Value};
+use vmview_format::{EventKind, MethodId, Monitor, Outcome, Value};
 
 type Env = *mut sys::JNIEnv;
 type Class = sys::jclass;
@@ -32,7 +32,7 @@ type Class = sys::jclass;
 const MAX_ARGS: usize = 255;
 
 /// The native implementation of each probe method.
-pub fn implementations() -> [(ProbeMethod, *mut c_void); 21] {
+pub fn implementations() -> [(ProbeMethod, *mut c_void); 25] {
     [
         (probe::ENTER, enter as *mut c_void),
         (probe::ARG_BOOLEAN, arg_boolean as *mut c_void),
@@ -55,6 +55,16 @@ pub fn implementations() -> [(ProbeMethod, *mut c_void); 21] {
         (probe::EXIT_DOUBLE, exit_double as *mut c_void),
         (probe::EXIT_OBJECT, exit_object as *mut c_void),
         (probe::EXIT_THROW, exit_throw as *mut c_void),
+        (probe::MONITOR_ENTER, monitor_enter as *mut c_void),
+        (probe::MONITOR_EXIT, monitor_exit as *mut c_void),
+        (
+            probe::METHOD_MONITOR_ENTER,
+            method_monitor_enter as *mut c_void,
+        ),
+        (
+            probe::METHOD_MONITOR_EXIT,
+            method_monitor_exit as *mut c_void,
+        ),
     ]
 }
 
@@ -234,4 +244,106 @@ pub(super) fn thrown(agent: &Agent, jni: Jni, t: sys::jobject) -> Outcome {
         classes::name(agent, jni.object_class(t).get())
     };
     Outcome::Exception { class }
+}
+
+/// Monitors a thread is recorded holding at most: a bound on memory should
+/// releases go unseen (the oldest is forgotten).
+const MAX_HELD: usize = 1024;
+
+/// The depth of the frame calling the probe: its traced call's, or counted
+/// when it has none (recording began inside it).
+fn holder_depth(agent: &Agent, s: &ThreadState) -> u32 {
+    match s.calls.last() {
+        Some(c) => c.depth,
+        None => outermost_depth(agent, 1),
+    }
+}
+
+/// Records that the calling frame holds `obj`'s monitor; `method`: as a
+/// `synchronized` method.
+fn acquired(entry: &'static str, env: Env, obj: sys::jobject, method: bool) {
+    agent::guard(entry, || {
+        let time = clock::now_ns();
+        let Some(agent) = agent::live() else { return };
+        if obj.is_null() {
+            return;
+        }
+        // SAFETY: the JVM passes the calling thread's JNIEnv.
+        let jni = unsafe { Jni::new(env) };
+        let monitor = crate::callbacks::monitor(agent, jni, obj);
+        with_state(agent, Some((jni, ptr::null_mut())), |s| {
+            let depth = holder_depth(agent, s);
+            if s.held.len() >= MAX_HELD {
+                s.held.remove(0);
+            }
+            s.held.push(HeldMonitor {
+                monitor,
+                depth,
+                method,
+            });
+            if agent.in_window(depth) {
+                s.emit(agent, time, EventKind::MonitorEnter { monitor, depth });
+            }
+        });
+    });
+}
+
+/// Records the release of `obj`'s monitor, or with `None` of the calling
+/// `synchronized` method's.
+fn released(entry: &'static str, env: Env, obj: Option<sys::jobject>) {
+    agent::guard(entry, || {
+        let time = clock::now_ns();
+        let Some(agent) = agent::live() else { return };
+        // SAFETY: the JVM passes the calling thread's JNIEnv.
+        let jni = unsafe { Jni::new(env) };
+        let named: Option<Monitor> = match obj {
+            Some(o) if o.is_null() => return,
+            Some(o) => Some(crate::callbacks::monitor(agent, jni, o)),
+            None => None,
+        };
+        with_state(agent, Some((jni, ptr::null_mut())), |s| {
+            let i = match named {
+                Some(m) => s.held.iter().rposition(|h| !h.method && h.monitor == m),
+                None => s.held.iter().rposition(|h| h.method),
+            };
+            let (monitor, depth) = match (i, named) {
+                (Some(i), _) => {
+                    let h = s.held.remove(i);
+                    (h.monitor, h.depth)
+                }
+                // Acquired before recording began.
+                (None, Some(m)) => (m, holder_depth(agent, s)),
+                (None, None) => return,
+            };
+            if agent.in_window(depth) {
+                s.emit(agent, time, EventKind::MonitorExit { monitor, depth });
+            }
+        });
+    });
+}
+
+unsafe extern "C" fn monitor_enter(env: Env, _c: Class, obj: sys::jobject) {
+    acquired("Probe.monitorEnter", env, obj, false);
+}
+unsafe extern "C" fn method_monitor_enter(env: Env, _c: Class, obj: sys::jobject) {
+    acquired("Probe.methodMonitorEnter", env, obj, true);
+}
+unsafe extern "C" fn monitor_exit(env: Env, _c: Class, obj: sys::jobject) {
+    released("Probe.monitorExit", env, Some(obj));
+}
+unsafe extern "C" fn method_monitor_exit(env: Env, _c: Class) {
+    released("Probe.methodMonitorExit", env, None);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_hook_the_rewriter_may_call_has_a_native() {
+        let bound: Vec<_> = super::implementations().iter().map(|(m, _)| *m).collect();
+        let hooks: Vec<_> = vmview_classfile::probe::ALL
+            .into_iter()
+            .chain(vmview_classfile::probe::MONITORS)
+            .collect();
+        assert_eq!(bound, hooks);
+    }
 }

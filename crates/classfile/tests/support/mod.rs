@@ -204,6 +204,7 @@ pub fn config() -> HookConfig {
         probe_class: "vmview/Probe".into(),
         capture_args: true,
         capture_return: true,
+        monitors: false,
     }
 }
 
@@ -316,10 +317,15 @@ pub fn read_log(path: &Path, names: &HashMap<u32, String>) -> Vec<Event> {
             let kind = parts.next().unwrap().to_string();
             let id = parts.next().unwrap().parse::<i32>().unwrap() as u32;
             let detail = parts.next().unwrap_or("").to_string();
-            let method = names
-                .get(&id)
-                .unwrap_or_else(|| panic!("unknown method id {id} in `{line}`"))
-                .clone();
+            // Monitor hooks carry no method id.
+            let method = if kind.contains("MONITOR") {
+                String::new()
+            } else {
+                names
+                    .get(&id)
+                    .unwrap_or_else(|| panic!("unknown method id {id} in `{line}`"))
+                    .clone()
+            };
             Event {
                 thread,
                 kind,
@@ -331,14 +337,43 @@ pub fn read_log(path: &Path, names: &HashMap<u32, String>) -> Vec<Event> {
 }
 
 /// Checks that, per thread, every EXIT or THROW closes the innermost open
-/// ENTER of the same method. Returns the calls still open at the end.
+/// ENTER of the same method, and every monitor release the innermost held
+/// monitor of its kind (a block's by the object's class, a synchronized
+/// method's as such), with no monitor of a call still held when it ends.
+/// Returns the calls still open at the end.
 pub fn check_nesting(events: &[Event]) -> Vec<String> {
     let mut stacks: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut held: HashMap<&str, Vec<(usize, String)>> = HashMap::new();
     for (i, e) in events.iter().enumerate() {
         let stack = stacks.entry(&e.thread).or_default();
+        let held = held.entry(&e.thread).or_default();
+        let depth = stack.len();
         match e.kind.as_str() {
+            "MONITOR_ENTER" => held.push((depth, e.detail.clone())),
+            "METHOD_MONITOR_ENTER" => held.push((depth, format!("method {}", e.detail))),
+            "MONITOR_EXIT" | "METHOD_MONITOR_EXIT" => {
+                let top = held.pop();
+                let want = match e.kind.as_str() {
+                    "MONITOR_EXIT" => e.detail.clone(),
+                    _ => top
+                        .as_ref()
+                        .filter(|(_, m)| m.starts_with("method "))
+                        .map_or("a synchronized method's".into(), |(_, m)| m.clone()),
+                };
+                assert_eq!(
+                    top,
+                    Some((depth, want)),
+                    "event {i} `{e}` on thread {} does not release the innermost monitor of this call",
+                    e.thread
+                );
+            }
             "ENTER" => stack.push(&e.method),
             _ => {
+                assert!(
+                    held.last().is_none_or(|(d, _)| *d < depth),
+                    "event {i} `{e}` on thread {}: the call ends holding {held:?}",
+                    e.thread
+                );
                 let open = stack.pop();
                 assert_eq!(
                     open,

@@ -100,4 +100,13 @@ public final class Probe {
     public static void exitObject(Object v, int id) { log("EXIT", id, show(v)); }
 
     public static void exitThrow(Throwable t, int id) { log("THROW", id, t.getClass().getName()); }
+
+    private static String monitor(Object o) {
+        return o instanceof Class ? "class " + ((Class<?>) o).getName() : o.getClass().getName();
+    }
+
+    public static void monitorEnter(Object o) { log("MONITOR_ENTER", -1, monitor(o)); }
+    public static void monitorExit(Object o) { log("MONITOR_EXIT", -1, monitor(o)); }
+    public static void methodMonitorEnter(Object o) { log("METHOD_MONITOR_ENTER", -1, monitor(o)); }
+    public static void methodMonitorExit() { log("METHOD_MONITOR_EXIT", -1, ""); }
 }

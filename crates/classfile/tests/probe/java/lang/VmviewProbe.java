@@ -8,6 +8,7 @@ package java.lang;
  */
 public final class VmviewProbe {
     public static long calls;
+    public static long monitors;
 
     private VmviewProbe() {}
 
@@ -32,4 +33,8 @@ public final class VmviewProbe {
     public static void exitDouble(double v, int id) {}
     public static void exitObject(Object v, int id) {}
     public static void exitThrow(Throwable t, int id) {}
+    public static void monitorEnter(Object o) { monitors++; }
+    public static void monitorExit(Object o) { monitors--; }
+    public static void methodMonitorEnter(Object o) { monitors++; }
+    public static void methodMonitorExit() { monitors--; }
 }
