@@ -15,10 +15,15 @@
 //! ```text
 //! cargo run --release -p vmview-overhead -- [--reps 5] [--json]
 //!     [--jar APP.jar [--main CLASS] --classes GLOBS [-- ARGS…]]
+//! cargo run --release -p vmview-overhead -- --server [--reps 5]
 //! ```
+//!
+//! `--server` measures the stack sampler on a Jetty server under load
+//! instead (`server.rs`).
 
 mod configs;
 mod measure;
+mod server;
 mod workload;
 
 use std::path::{Path, PathBuf};
@@ -45,8 +50,15 @@ Configurations (--only/--skip take these names, comma-separated):
   jfr 25 method-timing  JFR method-timing of every traced class
   jfr 25 method-trace   JFR method-trace of every traced class
 
+Server configurations (with --server):
+  plain                      Jetty alone (baseline)
+  vmview samples             vmview agent, events=samples,interval=10ms
+  vmview samples per-thread  the same with per-thread stack walks (VMVIEW_SAMPLER_WALK=thread)
+  jfr                        -XX:StartFlightRecording (default settings)
+
 Examples:
   cargo run --release -p vmview-overhead
+  nice -n -15 cargo run --release -p vmview-overhead -- --server --reps 7
   cargo run --release -p vmview-overhead -- --reps 3 --only 'plain,vmview bci'
   cargo run --release -p vmview-overhead -- --jar app.jar --main com.acme.Main --classes 'com.acme.*' -- input.txt";
 
@@ -104,6 +116,28 @@ struct Args {
     /// its configuration is then reported as failed.
     #[arg(long, value_name = "SECS", default_value_t = 180)]
     timeout: u64,
+    /// Measure stack sampling on a Jetty server driven by HTTP clients on
+    /// loopback (throughput and CPU per request), instead of a program's
+    /// run time.
+    #[arg(long, conflicts_with_all = ["jar", "days"])]
+    server: bool,
+    /// With --server: concurrent keep-alive clients.
+    #[arg(long, value_name = "N", default_value_t = 4, requires = "server")]
+    clients: usize,
+    /// With --server: seconds of load before the measured window.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, requires = "server")]
+    warmup: f64,
+    /// With --server: seconds of the measured window.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0, requires = "server")]
+    window: f64,
+    /// With --server: where Debian's jetty9 and servlet-api jars are.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "/usr/share/java",
+        requires = "server"
+    )]
+    jars: PathBuf,
 }
 
 fn main() {
@@ -160,7 +194,38 @@ fn run(args: &Args) -> anyhow::Result<()> {
 
     let work = std::env::temp_dir().join(format!("vmview-overhead-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
-    let result = measure_all(args, &agent, &vmview, &work);
+    let result = if args.server {
+        let names = |s: &Option<String>| -> Vec<String> {
+            s.as_deref()
+                .map(|s| s.split(',').map(|n| n.trim().to_string()).collect())
+                .unwrap_or_default()
+        };
+        let secs = |s: f64, what: &str| {
+            if s.is_finite() && s > 0.0 {
+                Ok(Duration::from_secs_f64(s))
+            } else {
+                Err(anyhow::anyhow!(
+                    "--{what} {s}: give a positive number of seconds"
+                ))
+            }
+        };
+        server::ServerArgs {
+            java: &args.java,
+            agent: &agent,
+            vmview: &vmview,
+            jars: &args.jars,
+            reps: args.reps,
+            clients: args.clients.max(1),
+            warmup: secs(args.warmup, "warmup")?,
+            window: secs(args.window, "window")?,
+            only: names(&args.only),
+            skip: names(&args.skip),
+            json: args.json,
+        }
+        .run_in(&work)
+    } else {
+        measure_all(args, &agent, &vmview, &work)
+    };
     if args.keep {
         eprintln!("vmview-overhead: files kept in {}", work.display());
     } else {

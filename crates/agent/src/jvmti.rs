@@ -358,6 +358,38 @@ impl Jvmti {
         })
     }
 
+    /// Every live thread, as local references of the calling thread: call
+    /// inside [`Jni::with_local_frame`].
+    pub fn all_threads(self) -> Result<Vec<sys::jthread>> {
+        let (mut n, mut p) = (0, ptr::null_mut());
+        call!(self.0, GetAllThreads, &mut n, &mut p)?;
+        Ok(self.take_array(p, n))
+    }
+
+    /// The stacks of `threads`, at most `max_depth` frames each. For one
+    /// thread, HotSpot takes it in a handshake with that thread alone (no
+    /// safepoint); for more, at one safepoint.
+    pub fn thread_list_stack_traces(
+        self,
+        threads: &[sys::jthread],
+        max_depth: i32,
+    ) -> Result<AllStackTraces> {
+        let mut p = ptr::null_mut();
+        call!(
+            self.0,
+            GetThreadListStackTraces,
+            threads.len() as sys::jint,
+            threads.as_ptr(),
+            max_depth,
+            &mut p
+        )?;
+        Ok(AllStackTraces {
+            env: self,
+            ptr: p,
+            len: threads.len(),
+        })
+    }
+
     /// The monitors `thread` owns, each with the depth of the frame that
     /// entered it (0 = top; -1 = entered through JNI). The objects are
     /// local references of the calling thread.
@@ -529,7 +561,8 @@ impl Jvmti {
     }
 }
 
-/// The result of `GetAllStackTraces`: one JVMTI allocation, freed on drop.
+/// The result of `GetAllStackTraces` or `GetThreadListStackTraces`: one
+/// JVMTI allocation, freed on drop.
 pub struct AllStackTraces {
     env: Jvmti,
     ptr: *mut sys::jvmtiStackInfo,

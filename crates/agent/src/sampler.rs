@@ -209,6 +209,28 @@ struct Sampler {
     /// Whether the environment may list the monitors a thread holds (an
     /// agent attached to a running JDK 17 may not).
     monitors: bool,
+    walk: Walk,
+}
+
+/// How a tick takes the stacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    /// One `GetAllStackTraces`: every thread stopped at one safepoint.
+    Whole,
+    /// `GetAllThreads`, then `GetThreadListStackTraces` of one thread at a
+    /// time: a handshake with each thread, none waits for the others.
+    PerThread,
+}
+
+impl Walk {
+    /// `VMVIEW_SAMPLER_WALK=thread` in the JVM's environment chooses
+    /// per-thread walks (an experiment, see the README's measurement).
+    fn from_env() -> Walk {
+        match std::env::var_os("VMVIEW_SAMPLER_WALK") {
+            Some(v) if v == "thread" => Walk::PerThread,
+            _ => Walk::Whole,
+        }
+    }
 }
 
 impl Sampler {
@@ -235,6 +257,7 @@ impl Sampler {
                 .jvmti
                 .capabilities()
                 .is_ok_and(|c| c.can_get_owned_monitor_stack_depth_info() != 0),
+            walk: Walk::from_env(),
         }
     }
 
@@ -270,19 +293,37 @@ impl Sampler {
     }
 
     fn tick(&mut self, jni: Jni) {
-        let traces = match self.agent.jvmti.all_stack_traces(MAX_DEPTH) {
-            Ok(t) => t,
-            Err(e) => {
-                self.agent.problems.jvmti(e);
-                return;
+        let j = self.agent.jvmti;
+        let walks = match self.walk {
+            Walk::Whole => match j.all_stack_traces(MAX_DEPTH) {
+                Ok(t) => vec![t],
+                Err(e) => {
+                    self.agent.problems.jvmti(e);
+                    return;
+                }
+            },
+            Walk::PerThread => {
+                let threads = match j.all_threads() {
+                    Ok(t) => t,
+                    Err(e) => {
+                        self.agent.problems.jvmti(e);
+                        return;
+                    }
+                };
+                // A thread that ended meanwhile has an empty stack.
+                threads
+                    .iter()
+                    .filter_map(|t| j.thread_list_stack_traces(&[*t], MAX_DEPTH).ok())
+                    .collect()
             }
         };
         let now = clock::now_ns();
         let contended = self.monitors
-            && traces
+            && walks
                 .iter()
+                .flat_map(|w| w.iter())
                 .any(|t| t.state & sys::JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER != 0);
-        for t in traces.iter() {
+        for t in walks.iter().flat_map(|w| w.iter()) {
             // No Java frame: the sampler itself, or a thread just starting.
             if t.frames.is_empty() || t.state & sys::JVMTI_THREAD_STATE_ALIVE == 0 {
                 continue;

@@ -10,8 +10,8 @@
 //! export resolves them (docs/PARQUET.md explains the scheme and the
 //! trade-off against per-source id offsets).
 //!
-//! Symbols are renumbered per source (two JVMs' string 7 are different
-//! strings); times are rebased on the earliest source's start, so wall
+//! Symbols (strings, methods, threads, sampled stacks) are renumbered per
+//! source (two JVMs' string 7 are different strings); times are rebased on the earliest source's start, so wall
 //! clock time is unchanged. Each source is read twice: once for its ids
 //! (the header, written first, lists them), once to merge. Memory holds one
 //! event per source and the symbol maps.
@@ -27,8 +27,8 @@ use anyhow::Context as _;
 use clap::Args;
 use vmview_export::parquet::{format_id_ranges, MERGE_SOURCE_BITS};
 use vmview_format::{
-    Event, EventKind, MethodId, MethodSymbol, Outcome, StringId, Symbol, SymbolTable, ThreadRef,
-    ThreadSymbol, TraceHeader, TraceWriter, Value,
+    Event, EventKind, MethodId, MethodSymbol, Outcome, StackId, StackSymbol, StringId, Symbol,
+    SymbolTable, ThreadRef, ThreadSymbol, TraceHeader, TraceWriter, Value,
 };
 
 use crate::error::hinted;
@@ -67,6 +67,7 @@ struct Renumber {
     strings: HashMap<u32, StringId>,
     methods: HashMap<u32, MethodId>,
     threads: HashMap<u32, ThreadRef>,
+    stacks: HashMap<u32, StackId>,
 }
 
 /// Next free handles in the merged trace.
@@ -75,6 +76,7 @@ struct Next {
     string: u32,
     method: u32,
     thread: u32,
+    stack: u32,
 }
 
 /// Maps one source's events into the merged trace, defining symbols in the
@@ -132,6 +134,29 @@ impl<W: std::io::Write> Mapper<'_, W> {
             }
         };
         self.out.define(Symbol::Method(sym));
+        new
+    }
+
+    /// A sampled stack: its frames' methods renumbered, defined once.
+    fn stack(&mut self, id: StackId) -> StackId {
+        if let Some(&s) = self.map.stacks.get(&id.0) {
+            return s;
+        }
+        let new = StackId(self.next.stack);
+        self.next.stack += 1;
+        self.map.stacks.insert(id.0, new);
+        // A stack the source lost (damaged chunk) stays empty.
+        let frames = self
+            .syms
+            .stack(id)
+            .map(|s| s.frames.clone())
+            .unwrap_or_default();
+        let frames = frames
+            .into_iter()
+            .map(|(m, loc)| (self.method(m), loc))
+            .collect();
+        self.out
+            .define(Symbol::Stack(StackSymbol { id: new, frames }));
         new
     }
 
@@ -308,6 +333,28 @@ impl<W: std::io::Write> Mapper<'_, W> {
                 monitor: self.monitor(monitor),
                 depth: *depth,
             },
+            EventKind::Sample {
+                state,
+                stack,
+                monitors,
+            } => EventKind::Sample {
+                state: *state,
+                stack: self.stack(*stack),
+                monitors: monitors
+                    .iter()
+                    .map(|(m, depth)| (self.monitor(m), *depth))
+                    .collect(),
+            },
+            EventKind::PeriodStart { period, stack } => EventKind::PeriodStart {
+                period: *period,
+                stack: self.stack(*stack),
+            },
+            EventKind::Bytecode { method, bci, insn } => EventKind::Bytecode {
+                method: self.method(*method),
+                bci: *bci,
+                insn: self.string(*insn),
+            },
+            // The rest name no symbol.
             other => other.clone(),
         }
     }

@@ -400,7 +400,7 @@ fn speedscope_export_validates_against_the_published_schema_and_nests() {
 /// Runs `sql` in DuckDB (Python package from PyPI, an engine independent
 /// of vmview's writer; `.ci/run` installs it) and returns the rows as JSON
 /// arrays.
-fn duckdb(sql: &str) -> Vec<Value> {
+pub fn duckdb(sql: &str) -> Vec<Value> {
     let out = std::process::Command::new("python3")
         .args([
             "-c",

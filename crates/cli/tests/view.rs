@@ -532,6 +532,16 @@ fn browse(
     hostile: bool,
     parity: &[&str],
 ) -> Option<Value> {
+    browse_spec(
+        url,
+        name,
+        serde_json::json!({"filter": filter, "search": search, "hostile": hostile, "parity": parity}),
+    )
+}
+
+/// Runs tests/browser/view.mjs with `spec` (url, npm and screenshot
+/// directory added).
+fn browse_spec(url: &str, name: &str, mut spec: Value) -> Option<Value> {
     let npm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/npm");
     let missing: Vec<&str> = [
         (!Path::new("/usr/bin/chromium").exists())
@@ -554,10 +564,10 @@ fn browse(
         }
         panic!("browser test needs {missing:?}: run `bash .ci/run` (or set VMVIEW_SKIP_BROWSER=1)");
     }
-    let spec = serde_json::json!({
-        "npm": npm, "url": url, "shots": screenshots(), "name": name,
-        "filter": filter, "search": search, "hostile": hostile, "parity": parity,
-    });
+    spec["npm"] = serde_json::json!(npm);
+    spec["url"] = serde_json::json!(url);
+    spec["shots"] = serde_json::json!(screenshots());
+    spec["name"] = serde_json::json!(name);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/view.mjs");
     let o = Command::new("node")
         .arg(script)
@@ -657,7 +667,7 @@ fn check_page(v: &Value, all: &[Value], filter_count: u64, search_ids: &[u64], u
     assert!(v["views"]["reactions"]
         .as_str()
         .unwrap()
-        .contains("needs SAMPLE events"));
+        .contains("need SAMPLE events"));
     assert!(v["flame_frames"].as_u64().unwrap() > 2, "flame graph drawn");
     // Nothing but the page's own origin.
     for r in v["requests"].as_array().unwrap() {
@@ -716,6 +726,42 @@ fn browser_page_filters_searches_opens_context_and_every_view() {
         );
         assert_eq!(v["parity"][expr], want, "report filter {expr}");
     }
+}
+
+#[test]
+fn browser_reactions_page_shows_the_handlers_callbacks_and_trie() {
+    let rec = record(
+        &["--events", "samples", "--interval", "5ms"],
+        &[],
+        "fx.Reactions",
+        &["1000"],
+    );
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    let served = serve(&rec.trace);
+    let url = format!("http://{}/", served.addr);
+    let spec = serde_json::json!({"only_views": ["reactions"]});
+    let Some(v) = browse_spec(&url, "reactions", spec) else {
+        return;
+    };
+    let page = v["views"]["reactions"].as_str().unwrap();
+    for needle in [
+        "Event handlers",
+        "NODE_WAIT",
+        "fx.Reactions$OrderLoop.handleOrder",
+        "fx.Reactions$OrderLoop.run",
+        "Callbacks",
+        "fx.Reactions$ByValue.compare",
+        "Trie of user calls",
+        "orders",
+    ] {
+        assert!(page.contains(needle), "{needle} missing from {page}");
+    }
+    // The report embeds the same analysis.
+    let report = scratch("view-reactions").join("reactions.html");
+    let o = run(&["view", path_str(&rec.trace), "-o", path_str(&report)]);
+    assert!(o.status.success());
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("NODE_WAIT") && html.contains("handleOrder"));
 }
 
 /// Expressions on which the report's filter must agree with `vmview search`.

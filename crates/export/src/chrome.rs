@@ -20,6 +20,10 @@
 //! - counters (`ph: "C"`) follow the JVM: `GC` (1 while a collection
 //!   runs), `monitors` (threads blocked entering a monitor, threads in
 //!   `Object.wait`);
+//! - a SAMPLE (`events=samples`) is a thread-scoped instant event named by
+//!   the thread's state (`RUN`, `IO`, `WAIT`, `BLOCKED`, `SLEEP`), its
+//!   stack in `args.stack` (top first, `class.method:line`) and the
+//!   monitors it holds in `args.monitors`;
 //! - DROPPED becomes a process-scoped instant event.
 //!
 //! Times are microseconds (`ts`, as the format wants) with nanosecond
@@ -36,7 +40,7 @@ use vmview_format::{
 };
 
 use crate::calls::{CallMatcher, Closed, Transition};
-use crate::jsonl::value_json;
+use crate::jsonl::{held_json, value_json};
 use crate::names::{loc_display, monitor_name, MethodNames};
 use crate::parquet::{merge_sources, MERGE_SOURCE_BITS};
 use crate::EventWriter;
@@ -479,6 +483,30 @@ impl<W: Write> EventWriter for ChromeWriter<W> {
                     s: None,
                     args,
                 };
+                Self::push(&mut self.buf, &mut self.first, &e)?;
+            }
+            EventKind::Sample {
+                state,
+                stack,
+                monitors,
+            } => {
+                let mut args = Map::new();
+                let frames = syms.stack(*stack).map_or(&[][..], |s| s.frames.as_slice());
+                let frames: Vec<Json> = frames
+                    .iter()
+                    .map(|(m, loc)| {
+                        let name = slice_name(syms, *m);
+                        Json::String(match loc.line {
+                            Some(l) => format!("{name}:{l}"),
+                            None => name,
+                        })
+                    })
+                    .collect();
+                args.insert("stack".into(), Json::Array(frames));
+                if !monitors.is_empty() {
+                    args.insert("monitors".into(), held_json(syms, monitors));
+                }
+                let e = instant(state.name().to_string(), "sample", args);
                 Self::push(&mut self.buf, &mut self.first, &e)?;
             }
             EventKind::Dropped { count } => {

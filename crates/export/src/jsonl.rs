@@ -82,7 +82,9 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 use serde_json::Value as Json;
-use vmview_format::{Event, EventKind, Loc, MethodId, Outcome, StackId, SymbolTable, Value};
+use vmview_format::{
+    Event, EventKind, Loc, MethodId, Monitor, Outcome, StackId, SymbolTable, Value,
+};
 
 use crate::names::{array_display, descriptor_types, hash_hex, monitor_name, MethodNames};
 use crate::EventWriter;
@@ -407,15 +409,7 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
         } => {
             w.state = Some(state.name());
             w.stack = Some(wire_stack(syms, *stack));
-            w.monitors = Some(
-                monitors
-                    .iter()
-                    .map(|(m, depth)| WireHeld {
-                        monitor: monitor_name(syms, m),
-                        depth: *depth,
-                    })
-                    .collect(),
-            );
+            w.monitors = Some(wire_held(syms, monitors));
         }
         EventKind::TraceWindow {
             min_depth,
@@ -443,6 +437,31 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
         }
     }
     w
+}
+
+/// A stack as JSON Lines writes it: frames top first, each
+/// `{"class","method","line"}` in that order (the Parquet `stack` column).
+pub fn stack_text(syms: &SymbolTable, stack: StackId) -> String {
+    serde_json::to_string(&wire_stack(syms, stack)).unwrap_or_default()
+}
+
+/// Monitors held, as JSON Lines writes them: `[{"monitor","depth"}]`.
+pub fn held_text(syms: &SymbolTable, held: &[(Monitor, u32)]) -> String {
+    serde_json::to_string(&wire_held(syms, held)).unwrap_or_default()
+}
+
+/// Monitors held as a JSON value (for exporters that nest it).
+pub fn held_json(syms: &SymbolTable, held: &[(Monitor, u32)]) -> Json {
+    serde_json::to_value(wire_held(syms, held)).unwrap_or(Json::Null)
+}
+
+fn wire_held(syms: &SymbolTable, held: &[(Monitor, u32)]) -> Vec<WireHeld> {
+    held.iter()
+        .map(|(m, depth)| WireHeld {
+            monitor: monitor_name(syms, m),
+            depth: *depth,
+        })
+        .collect()
 }
 
 fn wire_stack(syms: &SymbolTable, stack: StackId) -> Vec<WireFrame<'_>> {

@@ -37,7 +37,7 @@ use vmview_format::{
     Event, EventKind, Loc, MethodId, Outcome, StringId, SymbolTable, ThreadRef, TraceHeader, Value,
 };
 
-use crate::jsonl::value_json;
+use crate::jsonl::{held_text, stack_text, value_json};
 use crate::names::{descriptor_types, monitor_name};
 use crate::EventWriter;
 
@@ -242,6 +242,10 @@ define_columns! {
     count: i64 opt,
     loader: str opt,
     class_source: str opt,
+    state: str opt,
+    stack: str opt,
+    monitors: str opt,
+    period: i64 opt,
 }
 
 /// The Parquet schema the writer produces, in Parquet's message syntax.
@@ -619,18 +623,26 @@ impl<W: Write + Send> ParquetWriter<W> {
             }
             EventKind::GcFinish { duration_ns } => self.cols.duration_ns.set(*duration_ns as i64),
             EventKind::Dropped { count } => self.cols.count.set(*count as i64),
-            // The schema has no stack columns yet: a SAMPLE row carries its
-            // id, time, type and thread only.
             EventKind::MonitorEnter { monitor, depth }
             | EventKind::MonitorExit { monitor, depth } => {
                 self.cols.monitor.set(bytes(&monitor_name(syms, monitor)));
                 self.cols.depth.set(*depth as i32);
             }
-            EventKind::Sample { .. }
-            | EventKind::TraceWindow { .. }
-            | EventKind::PeriodStart { .. }
-            | EventKind::PeriodEnd { .. }
-            | EventKind::Calibration { .. } => {}
+            EventKind::Sample {
+                state,
+                stack,
+                monitors,
+            } => {
+                self.cols.state.set(bytes(state.name()));
+                self.cols.stack.set(bytes(&stack_text(syms, *stack)));
+                self.cols.monitors.set(bytes(&held_text(syms, monitors)));
+            }
+            EventKind::PeriodStart { period, stack } => {
+                self.cols.period.set(i64::from(*period));
+                self.cols.stack.set(bytes(&stack_text(syms, *stack)));
+            }
+            EventKind::PeriodEnd { period } => self.cols.period.set(i64::from(*period)),
+            EventKind::TraceWindow { .. } | EventKind::Calibration { .. } => {}
             // No instruction column yet: method and offset only.
             EventKind::Bytecode { method, bci, .. } => {
                 self.method(*method, syms);
@@ -673,7 +685,11 @@ impl<W: Write + Send> ParquetWriter<W> {
             duration_ns,
             count,
             loader,
-            class_source
+            class_source,
+            state,
+            stack,
+            monitors,
+            period
         );
     }
 }
@@ -709,9 +725,15 @@ mod tests {
             .iter()
             .map(|f| f.name().to_string())
             .collect();
-        assert_eq!(names.len(), 34);
+        assert_eq!(names.len(), 38);
         assert_eq!(names[0], "source");
         assert!(names.contains(&"type".to_string()));
+        assert!(names.ends_with(&[
+            "state".into(),
+            "stack".into(),
+            "monitors".into(),
+            "period".into()
+        ]));
     }
 
     #[test]

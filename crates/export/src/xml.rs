@@ -382,6 +382,8 @@ fn frame_elems(b: &mut Vec<u8>, stack: StackId, syms: &SymbolTable) {
             push_class_attr(b, n.class);
             b.extend_from_slice(b"\" MTD=\"");
             push_attr(b, n.name);
+            b.extend_from_slice(b"\" SIG=\"");
+            push_attr(b, n.sig);
             b.extend_from_slice(b"\" LOC=\"");
             push_fmt(b, format_args!("{}", loc.bci));
             if let Some(line) = loc.line {

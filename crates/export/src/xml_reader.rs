@@ -27,8 +27,9 @@ use std::io::{self, BufRead, Read};
 
 use quick_xml::events::{BytesStart, Event as XmlEvent};
 use vmview_format::{
-    Event, EventKind, Loc, MethodId, MethodSymbol, Metrics, Monitor, Outcome, StringId, Symbol,
-    SymbolTable, ThreadRef, ThreadSymbol, TraceHeader, Value, WindowReason, MAX_THREAD_REF,
+    Event, EventKind, Loc, MethodId, MethodSymbol, Metrics, Monitor, Outcome, StackId, StackSymbol,
+    StringId, Symbol, SymbolTable, ThreadRef, ThreadState, ThreadSymbol, TraceHeader, Value,
+    WindowReason, MAX_THREAD_REF,
 };
 
 use crate::xml::class_from_jvm;
@@ -110,9 +111,12 @@ enum Child {
     Record,
     Cost,
     Insn,
+    State,
+    Frame,
+    Held,
 }
 
-const CHILDREN: usize = 34;
+const CHILDREN: usize = 37;
 
 impl Child {
     fn name(self) -> &'static str {
@@ -120,7 +124,8 @@ impl Child {
             "THRD", "CLASS", "MTD", "SIG", "LOC", "CLASS2", "MTD2", "SIG2", "LOC2", "DEPTH",
             "ELAPSED", "EXC", "MSG", "LOADER", "SRC", "MON", "OWNER", "WAIT", "TIMEOUT",
             "TIMEDOUT", "DURATION", "COUNT", "VALUE", "PARAM", "CPU", "ALLOC", "MINDEPTH",
-            "MAXDEPTH", "REASON", "RATE", "PERIOD", "RECORD", "COST", "INSN",
+            "MAXDEPTH", "REASON", "RATE", "PERIOD", "RECORD", "COST", "INSN", "STATE", "FRAME",
+            "HELD",
         ][self as usize]
     }
 
@@ -160,6 +165,9 @@ impl Child {
             b"RECORD" => Child::Record,
             b"COST" => Child::Cost,
             b"INSN" => Child::Insn,
+            b"STATE" => Child::State,
+            b"FRAME" => Child::Frame,
+            b"HELD" => Child::Held,
             _ => return None,
         })
     }
@@ -204,6 +212,17 @@ impl ValueAttrs {
     fn get(&self, i: usize) -> Option<&str> {
         (self.present & (1 << i) != 0).then(|| self.values[i].as_str())
     }
+}
+
+/// A `FRAME` of a SAMPLE or PERIOD_START, as written.
+#[derive(Default)]
+struct FrameAttrs {
+    class: String,
+    method: String,
+    /// `SIG` (written since SAMPLE frames carry it; `?` when absent).
+    sig: Option<String>,
+    bci: i32,
+    line: Option<u32>,
 }
 
 /// An element directly inside `TRACE`, with the attributes that matter.
@@ -262,6 +281,13 @@ pub struct XmlTraceReader<R: BufRead> {
     /// PARAM slots, reused; the current event's are `params[..nparams]`.
     params: Vec<Slot>,
     nparams: usize,
+    /// FRAME children of the current event: `frames[..nframes]`, reused.
+    frames: Vec<FrameAttrs>,
+    nframes: usize,
+    /// HELD children of the current event: (depth, MON text).
+    held: Vec<(u32, String)>,
+    /// Interned stacks, so a stack read again gets its handle.
+    stacks: HashMap<Vec<(MethodId, Loc)>, StackId>,
     key: String,
 }
 
@@ -293,6 +319,10 @@ impl<R: BufRead> XmlTraceReader<R> {
             present: 0,
             params: Vec::new(),
             nparams: 0,
+            frames: Vec::new(),
+            nframes: 0,
+            held: Vec::new(),
+            stacks: HashMap::new(),
             key: String::new(),
         };
         r.read_prolog()?;
@@ -590,6 +620,8 @@ impl<R: BufRead> XmlTraceReader<R> {
     fn read_children(&mut self, ty: u8, empty: bool) -> Result<(), XmlError> {
         self.present = 0;
         self.nparams = 0;
+        self.nframes = 0;
+        self.held.clear();
         if empty {
             return Ok(());
         }
@@ -624,6 +656,23 @@ impl<R: BufRead> XmlTraceReader<R> {
                 let name = name_of(s.name().as_ref());
                 return Err(err(at, format!("unknown element <{name}> in <{what}>")));
             };
+            if child == Child::Frame {
+                let frame = frame_attrs(&s, at)?;
+                self.read_frame(frame, empty)?;
+                continue;
+            }
+            if child == Child::Held {
+                let depth = attr_num(&s, b"DEPTH", at)?.unwrap_or(0);
+                let depth = u32::try_from(depth)
+                    .map_err(|_| err(at, format!("HELD DEPTH {depth} is too large")))?;
+                let monitor = if empty {
+                    String::new()
+                } else {
+                    self.read_held()?
+                };
+                self.held.push((depth, monitor));
+                continue;
+            }
             let mut slot = if child == Child::Param {
                 if self.nparams == self.params.len() {
                     self.params.push(Slot::default());
@@ -657,6 +706,106 @@ impl<R: BufRead> XmlTraceReader<R> {
                 self.present |= 1u64 << child as u32;
             }
         }
+    }
+
+    /// Keeps a `FRAME` (and reads to its end tag: it has no content).
+    fn read_frame(&mut self, frame: FrameAttrs, empty: bool) -> Result<(), XmlError> {
+        if !empty {
+            let mut slot = Slot::default();
+            self.read_text(&mut slot, "FRAME")?;
+        }
+        if self.nframes == self.frames.len() {
+            self.frames.push(FrameAttrs::default());
+        }
+        self.frames[self.nframes] = frame;
+        self.nframes += 1;
+        Ok(())
+    }
+
+    /// The `MON` inside a `HELD`, up to `</HELD>`.
+    fn read_held(&mut self) -> Result<String, XmlError> {
+        let mut monitor = String::new();
+        loop {
+            self.buf.clear();
+            let ev = match self.xml.read_event_into(&mut self.buf) {
+                Ok(ev) => ev,
+                Err(e) => return Err(self.xml_err(e)),
+            };
+            let at = self.xml.buffer_position();
+            match ev {
+                XmlEvent::Start(s) if s.name().as_ref() == b"MON" => {
+                    let mut slot = Slot::default();
+                    self.read_text(&mut slot, "MON")?;
+                    monitor = slot.text;
+                }
+                XmlEvent::End(_) => return Ok(monitor),
+                XmlEvent::Text(t) if t.iter().all(u8::is_ascii_whitespace) => {}
+                XmlEvent::Comment(_) | XmlEvent::PI(_) => {}
+                XmlEvent::Eof => {
+                    return Err(err(at, "the document ends inside <HELD> (truncated?)"))
+                }
+                _ => return Err(err(at, "<HELD> holds one <MON> and nothing else")),
+            }
+        }
+    }
+
+    /// The method `class.name sig` as written (interned on first sight).
+    fn method_named(&mut self, class: &str, name: &str, sig: &str) -> MethodId {
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        key.push_str(class);
+        key.push('\0');
+        key.push_str(name);
+        key.push('\0');
+        key.push_str(sig);
+        let id = match self.methods.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = MethodId(self.methods.len() as u32);
+                let sym = MethodSymbol {
+                    id,
+                    class: self.intern_class(class),
+                    name: self.intern(name),
+                    sig: self.intern(sig),
+                    param_names: Vec::new(),
+                    modifiers: 0,
+                };
+                self.symbols.insert(Symbol::Method(sym));
+                self.methods.insert(key.clone(), id);
+                id
+            }
+        };
+        self.key = key;
+        id
+    }
+
+    /// The stack of the current event's FRAMEs, interned.
+    fn stack(&mut self) -> StackId {
+        let frames_attrs = std::mem::take(&mut self.frames);
+        let frames: Vec<(MethodId, Loc)> = frames_attrs[..self.nframes]
+            .iter()
+            .map(|f| {
+                let m = self.method_named(&f.class, &f.method, f.sig.as_deref().unwrap_or("?"));
+                (
+                    m,
+                    Loc {
+                        bci: f.bci,
+                        line: f.line,
+                    },
+                )
+            })
+            .collect();
+        self.frames = frames_attrs;
+        if let Some(&id) = self.stacks.get(&frames) {
+            return id;
+        }
+        let id = StackId(self.stacks.len() as u32);
+        self.symbols.insert(Symbol::Stack(StackSymbol {
+            id,
+            frames: frames.clone(),
+        }));
+        self.stacks.insert(frames, id);
+        id
     }
 
     fn has(&self, c: Child) -> bool {
@@ -859,6 +1008,10 @@ impl<R: BufRead> XmlTraceReader<R> {
 
     fn monitor(&mut self, at: u64) -> Result<Monitor, XmlError> {
         let text = self.text(Child::Mon).unwrap_or("?@0").to_string();
+        self.monitor_named(text, at)
+    }
+
+    fn monitor_named(&mut self, text: String, at: u64) -> Result<Monitor, XmlError> {
         let Some((class, hash)) = text.rsplit_once('@') else {
             return Err(err(at, format!("<MON>{text}</MON> is not class@hash")));
         };
@@ -1018,6 +1171,32 @@ impl<R: BufRead> XmlTraceReader<R> {
                     rate_per_s: self.num(C::Rate, "RATE", at)?,
                 }
             }
+            "SAMPLE" => {
+                let written = self.text(C::State).unwrap_or("RUN");
+                let state = ThreadState::ALL
+                    .into_iter()
+                    .find(|s| s.name() == written)
+                    .ok_or_else(|| {
+                        err(
+                            at,
+                            format!("<STATE>{written}</STATE>: expected RUN, IO, WAIT, BLOCKED or SLEEP"),
+                        )
+                    })?;
+                let held = std::mem::take(&mut self.held);
+                let mut monitors = Vec::with_capacity(held.len());
+                for (depth, text) in held {
+                    monitors.push((self.monitor_named(text, at)?, depth));
+                }
+                EventKind::Sample {
+                    state,
+                    stack: self.stack(),
+                    monitors,
+                }
+            }
+            "PERIOD_START" => EventKind::PeriodStart {
+                period: self.num(C::Period, "PERIOD", at)?,
+                stack: self.stack(),
+            },
             "PERIOD_END" => EventKind::PeriodEnd {
                 period: self.num(C::Period, "PERIOD", at)?,
             },
@@ -1150,6 +1329,24 @@ fn attr(s: &BytesStart<'_>, key: &[u8], at: u64) -> Result<Option<String>, XmlEr
 
 /// A numeric attribute, read from its raw bytes when they are plain
 /// digits (the common case: no allocation), else unescaped and parsed.
+/// A `FRAME`'s attributes: `CLASS`, `MTD`, `SIG`, `LOC`, `LINE`.
+fn frame_attrs(s: &BytesStart<'_>, at: u64) -> Result<FrameAttrs, XmlError> {
+    let bci = match attr(s, b"LOC", at)? {
+        Some(l) => parse_num::<i32>(&l, "FRAME LOC", at)?,
+        None => -1,
+    };
+    let line = attr_num(s, b"LINE", at)?
+        .map(|l| u32::try_from(l).map_err(|_| err(at, format!("LINE {l} is too large"))))
+        .transpose()?;
+    Ok(FrameAttrs {
+        class: attr(s, b"CLASS", at)?.unwrap_or_else(|| "?".to_string()),
+        method: attr(s, b"MTD", at)?.unwrap_or_else(|| "?".to_string()),
+        sig: attr(s, b"SIG", at)?,
+        bci,
+        line,
+    })
+}
+
 fn attr_num(s: &BytesStart<'_>, key: &[u8], at: u64) -> Result<Option<u64>, XmlError> {
     for a in s.attributes() {
         let a = a.map_err(|e| err(at, format!("malformed attribute: {e}")))?;
@@ -1456,7 +1653,40 @@ mod tests {
                 record: "*".into(),
                 cost_ps: 77_000,
             },
+            EventKind::Sample {
+                state: ThreadState::Blocked,
+                stack: StackId(0),
+                monitors: vec![(mon, 1)],
+            },
+            EventKind::Sample {
+                state: ThreadState::Io,
+                stack: StackId(0),
+                monitors: vec![],
+            },
+            EventKind::PeriodStart {
+                period: 5,
+                stack: StackId(0),
+            },
         ];
+        syms.insert(Symbol::Stack(StackSymbol {
+            id: StackId(0),
+            frames: vec![
+                (
+                    MethodId(0),
+                    Loc {
+                        bci: 3,
+                        line: Some(12),
+                    },
+                ),
+                (
+                    MethodId(0),
+                    Loc {
+                        bci: -1,
+                        line: None,
+                    },
+                ),
+            ],
+        }));
         let mut events = events;
         for (i, kind) in newer.into_iter().enumerate() {
             events.push(Event {
@@ -1505,7 +1735,7 @@ mod tests {
         }
         wb.finish().unwrap();
         assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
-        assert_eq!(back.len(), 10);
+        assert_eq!(back.len(), 13);
         assert_eq!(back[6..], events[6..], "newer kinds come back exactly");
         let EventKind::Return { metrics, .. } = &back[3].kind else {
             panic!()
@@ -1517,6 +1747,12 @@ mod tests {
             panic!()
         };
         assert_eq!(params[1], Value::Char(0xD800));
+        // SAMPLE and PERIOD_START frames name their methods with signatures
+        // and share one interned stack.
+        let st = r.symbols().stack(StackId(0)).expect("stack symbol");
+        assert_eq!(st.frames, syms.stack(StackId(0)).unwrap().frames);
+        let m = r.symbols().method(st.frames[0].0).unwrap();
+        assert_eq!(r.symbols().string(m.sig), "(Ljava/lang/String;C)V");
     }
 
     #[test]

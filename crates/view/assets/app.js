@@ -784,7 +784,49 @@
     },
     async reactions(box) {
       const v = (await views()).reactions;
-      if (!v) box.appendChild(el('div', 'placeholder', 'Reactions (event handlers, callbacks, the trie of user calls): needs SAMPLE events — see issue 8.'));
+      if (!v) {
+        box.appendChild(el('div', 'placeholder', 'Reactions (event handlers, callbacks, the trie of user calls) need SAMPLE events: record with --events samples (vmview record --events samples --interval 10ms -- java …).'));
+        return;
+      }
+      const STATES = ['RUN', 'IO', 'WAIT', 'BLOCKED', 'SLEEP'];
+      const mix = (c) => STATES.filter((k) => c[k]).map((k) => k + ' ' + c[k].toLocaleString('en')).join(' · ');
+      const onThread = (t) => filterLink(t, 'type == SAMPLE && thread == ' + quote(t));
+      box.appendChild(el('p', 'hint', v.samples.toLocaleString('en') + ' thread samples in ' + v.ticks.toLocaleString('en') + ' ticks over ' + fmtNs(v.duration_ns) + ', ' + v.run_samples.toLocaleString('en') + ' of them RUN. A handler is the busy child of a loop that waits (NODE_WAIT) or reads (NODE_IO) for its next event; a callback is user code called by the JDK (a comparator, a SAX handler).'));
+      box.appendChild(el('h3', null, 'Event handlers'));
+      if (!v.handlers.length) box.appendChild(el('p', 'hint', 'None above the cut-offs (5 RUN samples, 1% of RUN).'));
+      else box.appendChild(grid(['type', 'handler', 'loop', 'samples', '% of RUN', 'states', 'threads'], v.handlers.map((h) => {
+        const ts = el('span');
+        h.threads.forEach((t, i) => { if (i) ts.appendChild(document.createTextNode(', ')); ts.appendChild(onThread(t.thread)); });
+        const row = [h.type, h.method, h.loop, h.samples, (h.share * 100).toFixed(1) + '%', mix(h.states), ts];
+        return row;
+      })));
+      box.appendChild(el('h3', null, 'Callbacks'));
+      if (!v.callbacks.length) box.appendChild(el('p', 'hint', 'No user method called back from JDK code.'));
+      else box.appendChild(grid(['callback', 'samples'], v.callbacks.map((c) => [c.method, c.samples])));
+      box.appendChild(el('h3', null, 'Threads'));
+      box.appendChild(grid(['thread', 'states', 'handlers'], v.threads.map((t) => [
+        onThread(t.thread), mix(t.states), t.handlers.map((h) => h.method + ' (' + h.samples + ')').join(', ')])));
+      box.appendChild(el('h3', null, 'Trie of user calls'));
+      box.appendChild(el('p', 'hint', 'Samples at each node (its own, by state), with the subtree’s total. Click to fold.'));
+      const tree = el('div', 'tree');
+      const total = Math.max(1, STATES.reduce((a, k) => a + v.trie.total[k], 0));
+      const add = (n, depth, parent) => {
+        const row = el('div', 'node');
+        row.style.paddingLeft = depth * 16 + 'px';
+        const sum = STATES.reduce((a, k) => a + n.total[k], 0);
+        const bar = el('span', 'bar');
+        bar.style.width = Math.max(1, Math.round((sum / total) * 120)) + 'px';
+        row.appendChild(bar);
+        row.appendChild(el('span', 'num', sum.toLocaleString('en')));
+        row.appendChild(el('span', null, (n.children.length ? '▾ ' : '  ') + n.name + (mix(n.own) ? '  [' + mix(n.own) + ']' : '')));
+        parent.appendChild(row);
+        const kids = el('div');
+        parent.appendChild(kids);
+        for (const c of n.children) add(c, depth + 1, kids);
+        row.onclick = () => { kids.hidden = !kids.hidden; };
+      };
+      add(v.trie, 0, tree);
+      box.appendChild(tree);
     },
     async stats(box) {
       const s = (await views()).stats;

@@ -6,18 +6,20 @@
 //! one read per view; memory grows with distinct methods, threads,
 //! exception sites and monitors, not with events. The numbers come from
 //! the existing analyses (`vmview-analysis` statistics, `vmview-export`'s
-//! call tree and inferno flame graph) so the page and the CLI agree.
+//! call tree and inferno flame graph, the reactions analysis of SAMPLE
+//! events) so the page and the CLI agree.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value as Json};
-use vmview_analysis::{EventSink, StatsBuilder};
+use vmview_analysis::reactions::{Reactions, StateCounts};
+use vmview_analysis::{EventSink, ReactionConfig, ReactionTrie, StatsBuilder};
 use vmview_export::collapsed::CallTree;
 use vmview_export::names::{hash_hex, loc_display, MethodNames};
 use vmview_export::{CollapseOptions, EventWriter, FlameGraphWriter, Weight};
-use vmview_format::{Event, EventKind, SymbolTable};
+use vmview_format::{Event, EventKind, MethodId, SymbolTable, ThreadState};
 
 /// Columns of the threads timeline.
 pub const TIMELINE_BUCKETS: usize = 120;
@@ -25,6 +27,8 @@ pub const TIMELINE_BUCKETS: usize = 120;
 const MAX_SITES: usize = 5_000;
 /// Call-tree nodes sent to the page (the heaviest first).
 const MAX_TREE_NODES: usize = 20_000;
+/// Reaction-trie nodes sent to the page (the most sampled first).
+const MAX_TRIE_NODES: usize = 5_000;
 
 /// Feeds every event of a trace; [`TraceAnalysis::finish`] gives the JSON
 /// of the views and the flame-graph SVG.
@@ -38,6 +42,7 @@ pub struct TraceAnalysis {
     sites_dropped: u64,
     threads: HashMap<u32, ThreadLine>,
     duration_ns: u64,
+    reactions: ReactionTrie,
 }
 
 struct Site {
@@ -73,11 +78,13 @@ impl TraceAnalysis {
             sites_dropped: 0,
             threads: HashMap::new(),
             duration_ns: duration_ns.max(1),
+            reactions: ReactionTrie::new(ReactionConfig::default()),
         }
     }
 
     pub fn event(&mut self, ev: &Event, syms: &SymbolTable) {
         self.stats.event(ev, syms);
+        self.reactions.event(ev, syms);
         self.time_tree.add(ev, syms);
         self.call_tree.add(ev, syms);
         let _ = self.flame.write_event(ev, syms);
@@ -140,8 +147,15 @@ impl TraceAnalysis {
         }
     }
 
-    /// The views' JSON and the flame graph's SVG.
-    pub fn finish(mut self) -> io::Result<(Json, String)> {
+    /// The views' JSON and the flame graph's SVG; `syms` names the
+    /// reactions' handles.
+    pub fn finish(mut self, syms: &SymbolTable) -> io::Result<(Json, String)> {
+        let reactions = self.reactions.finish();
+        let reactions = if reactions.samples == 0 {
+            Json::Null
+        } else {
+            reactions_json(&reactions, syms)
+        };
         let stats = self.stats.finish();
         self.flame.finish()?;
         let svg = String::from_utf8_lossy(&self.svg.0.lock().unwrap_or_else(|p| p.into_inner()))
@@ -207,11 +221,106 @@ impl TraceAnalysis {
                 .collect::<Vec<_>>(),
             "threads": {"duration_ns": self.duration_ns, "buckets": TIMELINE_BUCKETS, "threads": threads},
             "calltree": tree,
-            // Reactions need SAMPLE events, which the agent does not record yet.
-            "reactions": Json::Null,
+            "reactions": reactions,
         });
         Ok((views, svg))
     }
+}
+
+fn method_name(syms: &SymbolTable, m: Option<MethodId>) -> String {
+    match m {
+        Some(m) => {
+            let n = MethodNames::resolve(syms, m);
+            format!("{}.{}", n.class, n.name)
+        }
+        None => "all threads".to_string(),
+    }
+}
+
+fn states_json(c: &StateCounts) -> Json {
+    let mut o = serde_json::Map::new();
+    for s in ThreadState::ALL {
+        o.insert(s.name().to_string(), json!(c[s.index()]));
+    }
+    Json::Object(o)
+}
+
+/// Handlers, callbacks, thread behaviour and the user-call trie (the
+/// most sampled nodes), as `vmview reactions` finds them with its default
+/// cut-offs.
+fn reactions_json(r: &Reactions, syms: &SymbolTable) -> Json {
+    let node_name = |i: usize| method_name(syms, r.nodes[i].method);
+    let handlers: Vec<Json> = r
+        .handlers
+        .iter()
+        .map(|h| {
+            json!({
+                "method": node_name(h.node),
+                "type": h.kind.name(),
+                "loop": node_name(h.loop_node),
+                "samples": h.samples,
+                "run": h.run,
+                "share": h.share,
+                "waiting": h.waiting,
+                "states": states_json(&h.states),
+                "threads": h.threads.iter().map(|(t, n)| json!({"thread": syms.thread_name(*t), "samples": n})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let callbacks: Vec<Json> = r
+        .callbacks
+        .iter()
+        .map(|c| json!({"method": method_name(syms, Some(c.method)), "samples": c.samples}))
+        .collect();
+    let threads: Vec<Json> = r
+        .threads
+        .iter()
+        .map(|t| {
+            json!({
+                "thread": syms.thread_name(t.thread),
+                "states": states_json(&t.states),
+                "handlers": t.handlers.iter().map(|(i, n)| json!({"method": node_name(r.handlers[*i].node), "samples": n})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    // The most sampled nodes, with their ancestors so the tree stays whole.
+    let mut keep = vec![false; r.nodes.len()];
+    let mut order: Vec<usize> = (0..r.nodes.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(r.nodes[i].total.iter().sum::<u64>()));
+    let mut kept = 0;
+    for i in order {
+        let mut at = i;
+        while !keep[at] && kept < MAX_TRIE_NODES {
+            keep[at] = true;
+            kept += 1;
+            if at == 0 {
+                break;
+            }
+            at = r.nodes[at].parent;
+        }
+    }
+    json!({
+        "samples": r.samples,
+        "ticks": r.ticks,
+        "run_samples": r.run_samples,
+        "duration_ns": r.last_ns.saturating_sub(r.first_ns),
+        "handlers": handlers,
+        "callbacks": callbacks,
+        "threads": threads,
+        "trie": trie_json(r, syms, 0, &keep),
+    })
+}
+
+fn trie_json(r: &Reactions, syms: &SymbolTable, i: usize, keep: &[bool]) -> Json {
+    let n = &r.nodes[i];
+    let mut children: Vec<usize> = n.children.iter().copied().filter(|&c| keep[c]).collect();
+    children.sort_by_key(|&c| std::cmp::Reverse(r.nodes[c].total.iter().sum::<u64>()));
+    json!({
+        "name": method_name(syms, n.method),
+        "own": states_json(&n.own),
+        "total": states_json(&n.total),
+        "children": children.into_iter().map(|c| trie_json(r, syms, c, keep)).collect::<Vec<_>>(),
+    })
 }
 
 /// Where the flame-graph writer draws (it keeps its output writer).

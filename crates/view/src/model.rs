@@ -123,7 +123,7 @@ impl TraceModel {
         while let Some(ev) = reader.next_event() {
             analysis.event(&ev, reader.symbols());
         }
-        analysis.finish().map_err(|e| e.to_string())
+        analysis.finish(reader.symbols()).map_err(|e| e.to_string())
     }
 
     /// The analyses, waiting up to `timeout` for them; `None` while they

@@ -80,7 +80,7 @@ pub fn report_html(
         analysis.event(&ev, reader.symbols());
         jsonl.write_event(&ev, reader.symbols())?;
     }
-    let (views, svg) = analysis.finish()?;
+    let (views, svg) = analysis.finish(reader.symbols())?;
     let lines = jsonl.into_inner();
     let mut events_json = Vec::with_capacity(lines.len() + 2);
     events_json.push(b'[');
