@@ -9,7 +9,9 @@
 #
 # Defaults: target/release/libvmview_agent.so, 1000000 calls, WORK=100
 # arithmetic rounds per call (~150 ns untraced), 5 repetitions. jvmti mode
-# runs 1/50 of the calls (it is that slow).
+# runs 1/50 of the calls (it is that slow). ONLY=REGEX in the environment
+# runs only the configurations whose names match (and plain), e.g.
+# ONLY='args=off|metrics' for the cost of metrics=.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 agent="${1:-$here/../../../target/release/libvmview_agent.so}"
@@ -24,7 +26,17 @@ javac -d "$out" "$here/CallCost.java"
 # experimental Java-side buffering of args=off, see ARCHITECTURE.md)
 configs=("plain|" "bci args=off|mode=bci,args=off" "bci buffered probe|mode=bci,args=off|VMVIEW_BUFFERED_PROBE=1"
          "bci args=on|mode=bci,args=on"
+         "bci metrics=cpu|mode=bci,args=off,metrics=cpu" "bci metrics=alloc|mode=bci,args=off,metrics=alloc"
+         "bci metrics=cpu+alloc|mode=bci,args=off,metrics=cpu+alloc"
          "jvmti args=off|mode=jvmti,args=off" "jvmti args=on|mode=jvmti,args=on")
+if [[ -n "${ONLY:-}" ]]; then
+  kept=()
+  for c in "${configs[@]}"; do
+    name="${c%%|*}"
+    [[ "$name" == plain || "$name" =~ $ONLY ]] && kept+=("$c")
+  done
+  configs=("${kept[@]}")
+fi
 declare -A cpu wall
 for ((r = 0; r < reps; r++)); do
   for c in "${configs[@]}"; do

@@ -5,7 +5,9 @@
 //! block crosses between cores twice per use: the bytes per event are the
 //! cost of the push. A [`Slot`] holds a CALL without arguments and a
 //! RETURN with no value, a primitive, null, an array or an object (class
-//! and hash) in 40 bytes; any other event is boxed.
+//! and hash) in 40 bytes, and with `metrics=` a CALL without arguments and
+//! a RETURN without a value (elapsed under 4.3 s); any other event is
+//! boxed.
 
 use vmview_format::{Event, EventKind, MethodId, Metrics, Outcome, StringId, ThreadRef, Value};
 
@@ -33,6 +35,18 @@ const BOXED: u32 = 15;
 /// A CALL with argument values: the `Vec<Value>`'s pointer, capacity and
 /// length in `elapsed_or_box`, `value` and `class`.
 const CALL_PARAMS: u32 = 16;
+/// A CALL without arguments but with metrics (`metrics=`): the CPU time
+/// in `elapsed_or_box`, the allocated bytes in `value`, [`ABSENT`] for one
+/// not measured.
+const CALL_METRICS: u32 = 17;
+/// A RETURN of `void` (or with the value not captured, for
+/// RETURN_UNAVAILABLE_METRICS) with metrics: CPU time and allocated bytes
+/// as in CALL_METRICS, the elapsed ns (below 2^32) in `class`.
+const RETURN_VOID_METRICS: u32 = 18;
+const RETURN_UNAVAILABLE_METRICS: u32 = 19;
+/// A metric not measured, in a slot: no thread runs 584 years or
+/// allocates 16 EiB.
+const ABSENT: u64 = u64::MAX;
 
 pub struct Slot {
     time_ns: u64,
@@ -121,8 +135,16 @@ impl Slot {
                 caller: None,
                 params,
                 metrics,
-            } if params.is_empty() && *depth <= MAX_DEPTH && no_metrics(metrics) => {
-                return small(CALL, *method, *depth)
+            } if params.is_empty() && *depth <= MAX_DEPTH => {
+                if no_metrics(metrics) {
+                    return small(CALL, *method, *depth);
+                }
+                if let Some((cpu, alloc)) = slot_metrics(metrics) {
+                    let mut s = small(CALL_METRICS, *method, *depth);
+                    s.elapsed_or_box = cpu;
+                    s.value = alloc;
+                    return s;
+                }
             }
             EventKind::Call {
                 method,
@@ -177,6 +199,25 @@ impl Slot {
                     return s;
                 }
             }
+            EventKind::Return {
+                method,
+                depth,
+                outcome: outcome @ (Outcome::Void | Outcome::Value(Value::Unavailable)),
+                elapsed_ns,
+                metrics,
+            } if *depth <= MAX_DEPTH && *elapsed_ns <= u64::from(u32::MAX) => {
+                if let Some((cpu, alloc)) = slot_metrics(metrics) {
+                    let tag = match outcome {
+                        Outcome::Void => RETURN_VOID_METRICS,
+                        _ => RETURN_UNAVAILABLE_METRICS,
+                    };
+                    let mut s = small(tag, *method, *depth);
+                    s.elapsed_or_box = cpu;
+                    s.value = alloc;
+                    s.class = *elapsed_ns as u32;
+                    return s;
+                }
+            }
             _ => {}
         }
         let (time_ns, thread) = (ev.time_ns, ev.thread.0);
@@ -215,6 +256,46 @@ impl Slot {
                     metrics: Metrics::NONE,
                 },
             };
+        }
+        let metric = |v: u64| (v != ABSENT).then_some(v);
+        let metrics = Metrics {
+            cpu_ns: metric(slot.elapsed_or_box),
+            alloc_bytes: metric(slot.value),
+        };
+        match tag {
+            CALL_METRICS => {
+                return Event {
+                    id: 0,
+                    time_ns: slot.time_ns,
+                    thread: ThreadRef(slot.thread),
+                    kind: EventKind::Call {
+                        method,
+                        depth,
+                        caller: None,
+                        params: Vec::new(),
+                        metrics,
+                    },
+                }
+            }
+            RETURN_VOID_METRICS | RETURN_UNAVAILABLE_METRICS => {
+                return Event {
+                    id: 0,
+                    time_ns: slot.time_ns,
+                    thread: ThreadRef(slot.thread),
+                    kind: EventKind::Return {
+                        method,
+                        depth,
+                        outcome: if tag == RETURN_VOID_METRICS {
+                            Outcome::Void
+                        } else {
+                            Outcome::Value(Value::Unavailable)
+                        },
+                        elapsed_ns: u64::from(slot.class),
+                        metrics,
+                    },
+                }
+            }
+            _ => {}
         }
         let v = slot.value;
         let class = StringId(slot.class);
@@ -268,10 +349,18 @@ impl Slot {
     }
 }
 
-/// Whether a CALL or RETURN carries no metric deltas (`metrics=` off):
-/// those with deltas are boxed.
+/// Whether a CALL or RETURN carries no metrics (`metrics=` off).
 fn no_metrics(m: &Metrics) -> bool {
     m.cpu_ns.is_none() && m.alloc_bytes.is_none()
+}
+
+/// The metrics as a slot holds them (CPU time, allocated bytes), unless a
+/// value collides with [`ABSENT`] (then the event is boxed).
+fn slot_metrics(m: &Metrics) -> Option<(u64, u64)> {
+    if m.cpu_ns == Some(ABSENT) || m.alloc_bytes == Some(ABSENT) {
+        return None;
+    }
+    Some((m.cpu_ns.unwrap_or(ABSENT), m.alloc_bytes.unwrap_or(ABSENT)))
 }
 
 /// Heap bytes of an event's parts (argument strings, parameter lists …).
@@ -414,6 +503,26 @@ mod tests {
             },
             EventKind::Call {
                 method: MethodId(1),
+                depth: 2,
+                caller: None,
+                params: Vec::new(),
+                metrics: Metrics {
+                    cpu_ns: Some(ABSENT),
+                    alloc_bytes: Some(0),
+                },
+            },
+            EventKind::Call {
+                method: MethodId(1),
+                depth: 2,
+                caller: None,
+                params: vec![Value::Int(1)],
+                metrics: Metrics {
+                    cpu_ns: Some(5),
+                    alloc_bytes: Some(77),
+                },
+            },
+            EventKind::Call {
+                method: MethodId(1),
                 depth: MAX_DEPTH + 5,
                 caller: None,
                 params: Vec::new(),
@@ -425,6 +534,46 @@ mod tests {
                 outcome: Outcome::Void,
                 elapsed_ns: 3,
                 metrics: Metrics::NONE,
+            },
+            EventKind::Return {
+                method: MethodId(1),
+                depth: 4,
+                outcome: Outcome::Void,
+                elapsed_ns: u64::from(u32::MAX),
+                metrics: Metrics {
+                    cpu_ns: Some(123),
+                    alloc_bytes: None,
+                },
+            },
+            EventKind::Return {
+                method: MethodId(1),
+                depth: 4,
+                outcome: Outcome::Value(Value::Unavailable),
+                elapsed_ns: 9,
+                metrics: Metrics {
+                    cpu_ns: None,
+                    alloc_bytes: Some(1 << 40),
+                },
+            },
+            EventKind::Return {
+                method: MethodId(1),
+                depth: 4,
+                outcome: Outcome::Void,
+                elapsed_ns: u64::from(u32::MAX) + 1,
+                metrics: Metrics {
+                    cpu_ns: Some(1),
+                    alloc_bytes: Some(2),
+                },
+            },
+            EventKind::Return {
+                method: MethodId(1),
+                depth: 4,
+                outcome: Outcome::Value(Value::Int(3)),
+                elapsed_ns: 9,
+                metrics: Metrics {
+                    cpu_ns: Some(1),
+                    alloc_bytes: Some(2),
+                },
             },
             EventKind::ThreadStart,
             EventKind::MonitorContendedEnter {
