@@ -58,7 +58,11 @@ Examples:
       --exclude 'com.acme.gen.*' --events calls,exceptions -o run-%p.vmv -- java -jar app.jar
 
   # Long strings kept whole, every exception in the JVM
-  vmview record --classes 'shop.*' --strings 4096 --exceptions all -- java -cp classes shop.Main";
+  vmview record --classes 'shop.*' --strings 4096 --exceptions all -- java -cp classes shop.Main
+
+  # CPU time and allocated bytes per call, and the monitors held around calls,
+  # for `vmview calltree`
+  vmview record --classes 'shop.*' --metrics cpu,alloc --events calls,monitors -- java -cp classes shop.Main";
 
 #[derive(Args)]
 #[command(

@@ -218,7 +218,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "metrics",
         value: Some("LIST"),
         default: Some("wall"),
-        help: "what each CALL and RETURN measures, '+'-separated: wall (always), cpu (the thread's CPU time), alloc (bytes the thread allocated); the call tree reports each per node",
+        help: "what each CALL and RETURN measures, '+'-separated (',' also with vmview record): wall (always), cpu (the thread's CPU time), alloc (bytes the thread allocated); vmview calltree reports each per node",
         apply: |o, v| {
             o.metrics = MetricSet::parse(v)?;
             Ok(())
