@@ -58,7 +58,7 @@ Server configurations (with --server):
 
 Examples:
   cargo run --release -p vmview-overhead
-  nice -n -15 cargo run --release -p vmview-overhead -- --server --reps 7
+  nice -n -15 cargo run --release -p vmview-overhead -- --server --epochs 3 --reps 10
   cargo run --release -p vmview-overhead -- --reps 3 --only 'plain,vmview bci'
   cargo run --release -p vmview-overhead -- --jar app.jar --main com.acme.Main --classes 'com.acme.*' -- input.txt";
 
@@ -121,14 +121,19 @@ struct Args {
     /// run time.
     #[arg(long, conflicts_with_all = ["jar", "days"])]
     server: bool,
+    /// With --server: sets of fresh server JVMs, each warmed up and
+    /// measured for --reps rounds.
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "server")]
+    epochs: usize,
     /// With --server: concurrent keep-alive clients.
     #[arg(long, value_name = "N", default_value_t = 4, requires = "server")]
     clients: usize,
-    /// With --server: seconds of load before the measured window.
-    #[arg(long, value_name = "SECS", default_value_t = 5.0, requires = "server")]
+    /// With --server: seconds of load on each server before the rounds.
+    #[arg(long, value_name = "SECS", default_value_t = 15.0, requires = "server")]
     warmup: f64,
-    /// With --server: seconds of the measured window.
-    #[arg(long, value_name = "SECS", default_value_t = 10.0, requires = "server")]
+    /// With --server: seconds of one measured window (--reps rounds of one
+    /// window per server).
+    #[arg(long, value_name = "SECS", default_value_t = 2.0, requires = "server")]
     window: f64,
     /// With --server: where Debian's jetty9 and servlet-api jars are.
     #[arg(
@@ -215,6 +220,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
             vmview: &vmview,
             jars: &args.jars,
             reps: args.reps,
+            epochs: args.epochs.max(1),
             clients: args.clients.max(1),
             warmup: secs(args.warmup, "warmup")?,
             window: secs(args.window, "window")?,

@@ -3,14 +3,17 @@
 //! A Jetty server (Debian's jetty9 jars, `java/jetty/vmbench/ShopServer`)
 //! answers small JSON quotes on loopback while this process drives it with
 //! keep-alive HTTP/1.1 clients (closed loop: each client sends its next
-//! request when the answer is in). Each configuration — the server alone,
-//! under vmview's sampler, under JFR's default settings — runs in turn,
-//! round-robin, so the machine's drift hits all alike. A run warms up
-//! (JIT, connection set-up), then counts the requests answered and the
-//! server's CPU time (user + system of all its threads, from
-//! `/proc/PID/stat`) over a fixed window. Reported per configuration: the
-//! median throughput (requests/s) and CPU time per request, each as a ratio
-//! to the plain run's.
+//! request when the answer is in). One server runs per configuration — the
+//! server alone, under vmview's sampler, under JFR's default settings — all
+//! started at once and warmed up in turn. Then, round after round, each
+//! server in turn is resumed (SIGCONT) and loaded for a short window while
+//! the others are stopped (SIGSTOP), so they cost nothing meanwhile: the
+//! windows of all configurations interleave every few seconds, and a
+//! change in the machine's load hits them alike. Per window: the requests
+//! answered and the server's CPU time (user + system of all its threads,
+//! from `/proc/PID/stat`). Reported per configuration: the median
+//! throughput (requests/s) and CPU time per request, and the median over
+//! rounds of each round's ratio to the plain server's window.
 //!
 //! Why CPU per request next to throughput: on a shared 2-core machine the
 //! throughput follows whatever CPU share the server gets from its
@@ -92,9 +95,14 @@ pub struct ServerArgs<'a> {
     pub agent: &'a Path,
     pub vmview: &'a Path,
     pub jars: &'a Path,
+    /// Rounds of windows per epoch.
     pub reps: usize,
+    /// Sets of fresh server JVMs, one after the other.
+    pub epochs: usize,
     pub clients: usize,
+    /// Load per server before the rounds.
     pub warmup: Duration,
+    /// One measured window.
     pub window: Duration,
     pub only: Vec<String>,
     pub skip: Vec<String>,
@@ -108,6 +116,8 @@ struct Sample {
     errors: u64,
     elapsed: Duration,
     cpu: Duration,
+    /// CPU time of the agent's `vmview-sampler` thread in the window.
+    sampler_cpu: Option<Duration>,
 }
 
 impl Sample {
@@ -120,15 +130,23 @@ impl Sample {
     fn cores(&self) -> f64 {
         self.cpu.as_secs_f64() / self.elapsed.as_secs_f64()
     }
+    /// The sampler thread's share of one core, in percent.
+    fn sampler_percent(&self) -> Option<f64> {
+        self.sampler_cpu
+            .map(|c| c.as_secs_f64() * 100.0 / self.elapsed.as_secs_f64())
+    }
 }
 
 struct Row {
     config: ServerConfig,
     samples: Vec<Sample>,
     failed: Option<String>,
-    /// SAMPLE events and ticks of the first vmview run, with its length.
+    /// SAMPLE events and sampling ticks per second of running time.
     thread_samples: Option<u64>,
     ticks_per_s: Option<f64>,
+    /// How long the servers ran (not stopped), for `ticks_per_s`.
+    running: Duration,
+    ticks: u64,
     trace_bytes: Option<u64>,
 }
 
@@ -137,6 +155,24 @@ impl ServerArgs<'_> {
     pub fn run_in(&self, work: &Path) -> anyhow::Result<()> {
         run(self, work)
     }
+}
+
+/// Load of one window not counted: requests in flight when the previous
+/// window ended, the resumed JVM's first moments.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// One server JVM and its clients' counters.
+struct Running {
+    server: Server,
+    pid: u32,
+    port: u16,
+    reader: Option<std::thread::JoinHandle<String>>,
+    /// Clients send requests while this is set.
+    active: AtomicBool,
+    done: AtomicU64,
+    errors: AtomicU64,
+    /// Time not stopped, in windows, ns.
+    running_ns: AtomicU64,
 }
 
 fn run(a: &ServerArgs<'_>, work: &Path) -> anyhow::Result<()> {
@@ -162,50 +198,91 @@ fn run(a: &ServerArgs<'_>, work: &Path) -> anyhow::Result<()> {
             failed: None,
             thread_samples: None,
             ticks_per_s: None,
+            running: Duration::ZERO,
+            ticks: 0,
             trace_bytes: None,
         })
         .collect();
     let load_before = crate::load_average();
-    for rep in 0..a.reps {
-        for (i, row) in rows.iter_mut().enumerate() {
-            if row.failed.is_some() {
-                continue;
-            }
-            let dir = work.join(format!("s{rep}-{i}"));
+    // Fresh JVMs per epoch: one JVM's JIT can come out faster or slower
+    // than another's for its whole life, by more than the tracer costs.
+    for epoch in 0..a.epochs {
+        let mut servers = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            let dir = work.join(format!("server-{epoch}-{i}"));
             std::fs::create_dir_all(&dir)?;
-            eprint!(
-                "vmview-overhead: round {}/{}  {:<26}",
-                rep + 1,
-                a.reps,
-                row.config.name
-            );
-            match run_once(a, &run_cp, &row.config, &dir) {
-                Ok(s) => {
+            let s = start(a, &run_cp, &row.config, &dir)
+                .with_context(|| format!("starting the {} server", row.config.name))?;
+            signal(s.pid, libc::SIGSTOP);
+            servers.push(s);
+        }
+        let stop = AtomicBool::new(false);
+        let result = std::thread::scope(|scope| -> anyhow::Result<()> {
+            for s in &servers {
+                for c in 0..a.clients {
+                    let (stop, s) = (&stop, s);
+                    scope.spawn(move || client(s, c as u64, stop));
+                }
+            }
+            for (s, row) in servers.iter().zip(&rows) {
+                eprintln!(
+                    "vmview-overhead: warming up {} for {:.0} s",
+                    row.config.name,
+                    a.warmup.as_secs_f64()
+                );
+                window(s, a.warmup)?;
+            }
+
+            for rep in 0..a.reps {
+                // Rotate the order, so no configuration always follows another.
+                let n = servers.len();
+                for k in 0..n {
+                    let i = (k + rep) % n;
+                    let (s, row) = (&servers[i], &mut rows[i]);
+                    let w = window(s, a.window)?;
                     eprintln!(
-                        "{:>8.0} req/s  {:>6.1} µs cpu/req  {:.2} cores{}",
-                        s.rate(),
-                        s.cpu_us_per_request(),
-                        s.cores(),
-                        if s.errors > 0 {
-                            format!("  ({} errors)", s.errors)
+                        "vmview-overhead: epoch {}/{} round {}/{}  {:<26}{:>8.0} req/s  {:>6.1} µs cpu/req  {:.2} cores{}",
+                        epoch + 1,
+                        a.epochs,
+                        rep + 1,
+                        a.reps,
+                        row.config.name,
+                        w.rate(),
+                        w.cpu_us_per_request(),
+                        w.cores(),
+                        if w.errors > 0 {
+                            format!("  ({} errors)", w.errors)
                         } else {
                             String::new()
                         }
                     );
-                    if row.samples.is_empty() {
-                        if let Observer::Vmview { .. } = row.config.observer {
-                            read_samples(a.vmview, &dir.join("trace.vmv"), row);
-                        }
-                    }
-                    row.samples.push(s);
-                }
-                Err(e) => {
-                    eprintln!("FAILED: {e:#}");
-                    row.failed = Some(format!("{e:#}"));
+                    row.samples.push(w);
                 }
             }
-            let _ = std::fs::remove_dir_all(&dir);
+            for (s, row) in servers.iter().zip(rows.iter_mut()) {
+                row.running += Duration::from_nanos(s.running_ns.load(Ordering::Relaxed));
+            }
+            stop.store(true, Ordering::Relaxed);
+            for s in &servers {
+                signal(s.pid, libc::SIGCONT);
+            }
+            Ok(())
+        });
+        stop.store(true, Ordering::Relaxed);
+        for (i, (s, row)) in servers.into_iter().zip(rows.iter_mut()).enumerate() {
+            signal(s.pid, libc::SIGCONT);
+            if let Err(e) = finish(s) {
+                row.failed = Some(format!("{e:#}"));
+            }
+            if let Observer::Vmview { .. } = row.config.observer {
+                read_samples(
+                    a.vmview,
+                    &work.join(format!("server-{epoch}-{i}/trace.vmv")),
+                    row,
+                );
+            }
         }
+        result?;
     }
     let load = (load_before, crate::load_average());
     if a.json {
@@ -215,6 +292,146 @@ fn run(a: &ServerArgs<'_>, work: &Path) -> anyhow::Result<()> {
         );
     } else {
         print!("{}", report_text(a, &rows, load));
+    }
+    Ok(())
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: `pid` is a child we started and have not reaped.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// Resumes the server, loads it for `SETTLE` plus `length`, measures the
+/// second part, and stops it again.
+fn window(s: &Running, length: Duration) -> anyhow::Result<Sample> {
+    let resumed = Instant::now();
+    signal(s.pid, libc::SIGCONT);
+    s.active.store(true, Ordering::Relaxed);
+    std::thread::sleep(SETTLE);
+    let (c0, e0, cpu0, sampler0, t0) = (
+        s.done.load(Ordering::Relaxed),
+        s.errors.load(Ordering::Relaxed),
+        cpu_time(s.pid),
+        sampler_cpu_time(s.pid),
+        Instant::now(),
+    );
+    std::thread::sleep(length);
+    let (c1, e1, cpu1, sampler1, t1) = (
+        s.done.load(Ordering::Relaxed),
+        s.errors.load(Ordering::Relaxed),
+        cpu_time(s.pid),
+        sampler_cpu_time(s.pid),
+        Instant::now(),
+    );
+    s.active.store(false, Ordering::Relaxed);
+    // Let the requests in flight finish before the JVM stops.
+    std::thread::sleep(Duration::from_millis(50));
+    signal(s.pid, libc::SIGSTOP);
+    s.running_ns
+        .fetch_add(resumed.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    let (Some(cpu0), Some(cpu1)) = (cpu0, cpu1) else {
+        bail!("cannot read /proc/{}/stat: did the server exit?", s.pid);
+    };
+    if c1 == c0 {
+        bail!("no request was answered in a window (port {})", s.port);
+    }
+    Ok(Sample {
+        requests: c1 - c0,
+        errors: e1 - e0,
+        elapsed: t1 - t0,
+        cpu: cpu1.saturating_sub(cpu0),
+        sampler_cpu: sampler0.zip(sampler1).map(|(a, b)| b.saturating_sub(a)),
+    })
+}
+
+fn start(
+    a: &ServerArgs<'_>,
+    cp: &str,
+    config: &ServerConfig,
+    dir: &Path,
+) -> anyhow::Result<Running> {
+    let mut cmd = Command::new(a.java);
+    match config.observer {
+        Observer::None => {}
+        Observer::Vmview { options, env } => {
+            cmd.arg(format!(
+                "-agentpath:{}={options},file={},quiet",
+                a.agent.display(),
+                dir.join("trace.vmv").display()
+            ));
+            cmd.envs(env.iter().copied());
+        }
+        Observer::Jfr => {
+            cmd.arg(format!(
+                "-XX:StartFlightRecording:filename={}",
+                dir.join("recording.jfr").display()
+            ));
+        }
+    }
+    cmd.args(["-cp", cp, "vmbench.ShopServer"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("stderr"))?);
+    let mut server = Server(cmd.spawn().context("start the server JVM")?);
+    let pid = server.0.id();
+    let stdout = server.0.stdout.take().context("server stdout")?;
+    // The port line, then the rest of stdout (drained so the JVM never
+    // blocks on a full pipe).
+    let (port_tx, port_rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut rest = String::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(p) = line.strip_prefix("port=") {
+                let _ = port_tx.send(p.trim().parse::<u16>().ok());
+            } else {
+                rest.push_str(&line);
+                rest.push('\n');
+            }
+        }
+        rest
+    });
+    let port = match port_rx.recv_timeout(Duration::from_secs(120)) {
+        Ok(Some(p)) => p,
+        _ => {
+            drop(server);
+            let err = std::fs::read_to_string(dir.join("stderr")).unwrap_or_default();
+            bail!(
+                "the server did not print its port: {}",
+                err.lines().last().unwrap_or("").trim()
+            );
+        }
+    };
+    Ok(Running {
+        server,
+        pid,
+        port,
+        reader: Some(reader),
+        active: AtomicBool::new(false),
+        done: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        running_ns: AtomicU64::new(0),
+    })
+}
+
+/// Closes the server's stdin (it stops by itself) and waits for it.
+fn finish(mut s: Running) -> anyhow::Result<()> {
+    drop(s.server.0.stdin.take());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = s.server.0.try_wait()? {
+            if !status.success() {
+                bail!("the server exited with {status}");
+            }
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("the server did not stop within 60 s of its stdin closing");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if let Some(r) = s.reader.take() {
+        let _ = r.join();
     }
     Ok(())
 }
@@ -268,136 +485,44 @@ impl Drop for Server {
     }
 }
 
-fn run_once(
-    a: &ServerArgs<'_>,
-    cp: &str,
-    config: &ServerConfig,
-    dir: &Path,
-) -> anyhow::Result<Sample> {
-    let mut cmd = Command::new(a.java);
-    match config.observer {
-        Observer::None => {}
-        Observer::Vmview { options, env } => {
-            cmd.arg(format!(
-                "-agentpath:{}={options},file={},quiet",
-                a.agent.display(),
-                dir.join("trace.vmv").display()
-            ));
-            cmd.envs(env.iter().copied());
-        }
-        Observer::Jfr => {
-            cmd.arg(format!(
-                "-XX:StartFlightRecording:filename={}",
-                dir.join("recording.jfr").display()
-            ));
-        }
-    }
-    cmd.args(["-cp", cp, "vmbench.ShopServer"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("stderr"))?);
-    let mut server = Server(cmd.spawn().context("start the server JVM")?);
-    let pid = server.0.id();
-    let stdout = server.0.stdout.take().context("server stdout")?;
-    // The port line, then the rest of stdout (drained so the JVM never
-    // blocks on a full pipe).
-    let (port_tx, port_rx) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut rest = String::new();
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(p) = line.strip_prefix("port=") {
-                let _ = port_tx.send(p.trim().parse::<u16>().ok());
-            } else {
-                rest.push_str(&line);
-                rest.push('\n');
-            }
-        }
-        rest
-    });
-    let port = match port_rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(Some(p)) => p,
-        _ => {
-            drop(server);
-            let err = std::fs::read_to_string(dir.join("stderr")).unwrap_or_default();
-            bail!(
-                "the server did not print its port: {}",
-                err.lines().last().unwrap_or("").trim()
-            );
+/// A closed-loop keep-alive client of `s`: one request at a time, the
+/// next when the whole answer is in, while `s.active`; reconnects after an
+/// error.
+fn client(s: &Running, id: u64, stop: &AtomicBool) {
+    let mut n = id * 1_000_003;
+    let idle = || {
+        while !s.active.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(5));
         }
     };
-
-    let stop = AtomicBool::new(false);
-    let done = AtomicU64::new(0);
-    let errors = AtomicU64::new(0);
-    let sample = std::thread::scope(|s| -> anyhow::Result<Sample> {
-        for c in 0..a.clients {
-            let (stop, done, errors) = (&stop, &done, &errors);
-            s.spawn(move || client(port, c as u64, stop, done, errors));
-        }
-        std::thread::sleep(a.warmup);
-        let (c0, cpu0, t0) = (done.load(Ordering::Relaxed), cpu_time(pid), Instant::now());
-        std::thread::sleep(a.window);
-        let (c1, cpu1, t1) = (done.load(Ordering::Relaxed), cpu_time(pid), Instant::now());
-        stop.store(true, Ordering::Relaxed);
-        let (Some(cpu0), Some(cpu1)) = (cpu0, cpu1) else {
-            bail!("cannot read /proc/{pid}/stat");
-        };
-        Ok(Sample {
-            requests: c1 - c0,
-            errors: errors.load(Ordering::Relaxed),
-            elapsed: t1 - t0,
-            cpu: cpu1.saturating_sub(cpu0),
-        })
-    })?;
-    // Closing stdin stops the server; it must exit by itself.
-    drop(server.0.stdin.take());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(status) = server.0.try_wait()? {
-            if !status.success() {
-                bail!("the server exited with {status}");
-            }
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("the server did not stop within 60 s of its stdin closing");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = reader.join();
-    if sample.requests == 0 {
-        bail!("no request was answered in the window");
-    }
-    Ok(sample)
-}
-
-/// A closed-loop keep-alive client: one request at a time, the next when
-/// the whole answer is in; reconnects after an error.
-fn client(port: u16, id: u64, stop: &AtomicBool, done: &AtomicU64, errors: &AtomicU64) {
-    let mut n = id * 1_000_003;
     while !stop.load(Ordering::Relaxed) {
-        let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) else {
-            errors.fetch_add(1, Ordering::Relaxed);
+        idle();
+        let Ok(stream) = TcpStream::connect(("127.0.0.1", s.port)) else {
+            s.errors.fetch_add(1, Ordering::Relaxed);
             std::thread::sleep(Duration::from_millis(10));
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+        // A request can wait out a whole round of other windows.
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(120)));
         let Ok(mut out) = stream.try_clone() else {
             continue;
         };
         let mut input = BufReader::new(stream);
         while !stop.load(Ordering::Relaxed) {
+            idle();
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
             n += 1;
             let req = format!("GET /quote?n={n} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
             if out.write_all(req.as_bytes()).is_err() || read_response(&mut input).is_err() {
                 if !stop.load(Ordering::Relaxed) {
-                    errors.fetch_add(1, Ordering::Relaxed);
+                    s.errors.fetch_add(1, Ordering::Relaxed);
                 }
                 break;
             }
-            done.fetch_add(1, Ordering::Relaxed);
+            s.done.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -434,7 +559,25 @@ fn read_response(input: &mut BufReader<TcpStream>) -> std::io::Result<()> {
 
 /// User + system time of all the process's threads so far.
 fn cpu_time(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_cpu(&format!("/proc/{pid}/stat"))
+}
+
+/// User + system time of the JVM's `vmview-sampler` thread so far; `None`
+/// without one.
+fn sampler_cpu_time(pid: u32) -> Option<Duration> {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let dir = task.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim_end() == "vmview-sampler" {
+            return stat_cpu(&dir.join("stat").to_string_lossy());
+        }
+    }
+    None
+}
+
+/// utime + stime of a `/proc/…/stat` file.
+fn stat_cpu(path: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(path).ok()?;
     // Fields after the command name, which is in parentheses and may hold
     // spaces: state is field 3, utime 14, stime 15.
     let rest = &stat[stat.rfind(')')? + 2..];
@@ -459,10 +602,14 @@ fn read_samples(vmview: &Path, trace: &Path, row: &mut Row) {
     let Ok(doc) = serde_json::from_slice::<Json>(&out.stdout) else {
         return;
     };
-    row.thread_samples = doc["samples"].as_u64();
-    let secs = doc["duration_ns"].as_f64().unwrap_or(0.0) / 1e9;
-    if let (Some(ticks), true) = (doc["ticks"].as_f64(), secs > 0.0) {
-        row.ticks_per_s = Some(ticks / secs);
+    row.thread_samples =
+        Some(row.thread_samples.unwrap_or(0) + doc["samples"].as_u64().unwrap_or(0));
+    row.ticks += doc["ticks"].as_u64().unwrap_or(0);
+    // Ticks happen only while the server runs (warm-up and windows; the
+    // JVM's start-up adds a few).
+    let secs = row.running.as_secs_f64();
+    if secs > 0.0 {
+        row.ticks_per_s = Some(row.ticks as f64 / secs);
     }
 }
 
@@ -480,28 +627,37 @@ struct Medians {
     rate: Option<f64>,
     cpu_per_request: Option<f64>,
     cores: Option<f64>,
+    /// Median over rounds of the round's ratio to the baseline's window.
+    rate_ratio: Option<f64>,
+    cpu_ratio: Option<f64>,
 }
 
-fn medians(r: &Row) -> Medians {
+fn medians(r: &Row, base: &Row) -> Medians {
+    let paired = |f: fn(&Sample) -> f64| {
+        median(
+            r.samples
+                .iter()
+                .zip(&base.samples)
+                .map(|(x, b)| f(x) / f(b))
+                .filter(|x| x.is_finite())
+                .collect(),
+        )
+    };
     Medians {
         rate: median(r.samples.iter().map(Sample::rate).collect()),
         cpu_per_request: median(r.samples.iter().map(Sample::cpu_us_per_request).collect()),
         cores: median(r.samples.iter().map(Sample::cores).collect()),
-    }
-}
-
-fn ratio(x: Option<f64>, base: Option<f64>) -> Option<f64> {
-    match (x, base) {
-        (Some(x), Some(b)) if b > 0.0 => Some(x / b),
-        _ => None,
+        rate_ratio: paired(Sample::rate),
+        cpu_ratio: paired(Sample::cpu_us_per_request),
     }
 }
 
 fn report_text(a: &ServerArgs<'_>, rows: &[Row], load: (Option<f64>, Option<f64>)) -> String {
     let mut o = String::new();
     o.push_str(&format!(
-        "workload: Jetty (Debian's jetty9) serving JSON quotes on loopback to {} keep-alive clients; {} s warm-up, {} s window per run\n",
+        "workload: Jetty (Debian's jetty9) serving JSON quotes on loopback to {} keep-alive clients per server; {} epochs of fresh servers, {} s warm-up each, then rounds of one {} s window per server (the others stopped)\n",
         a.clients,
+        a.epochs,
         a.warmup.as_secs_f64(),
         a.window.as_secs_f64()
     ));
@@ -517,18 +673,18 @@ fn report_text(a: &ServerArgs<'_>, rows: &[Row], load: (Option<f64>, Option<f64>
         ));
     }
     o.push_str(&format!(
-        "repetitions: {} (interleaved round-robin), medians shown; ratios are to the plain run\n\n",
+        "rounds: {} per epoch; medians shown; ×plain = median over rounds of the window's ratio to the plain server's window in the same round\n\n",
         a.reps
     ));
-    let base = rows.first().map(medians);
     let head = [
         "config",
-        "runs",
+        "windows",
         "req/s",
         "×plain",
         "cpu µs/req",
         "×plain",
         "cores",
+        "sampler %cpu",
         "samples",
         "ticks/s",
     ];
@@ -536,7 +692,7 @@ fn report_text(a: &ServerArgs<'_>, rows: &[Row], load: (Option<f64>, Option<f64>
     let mut table = Vec::new();
     let mut notes = Vec::new();
     for r in rows {
-        let m = medians(r);
+        let m = medians(r, &rows[0]);
         if let Some(why) = &r.failed {
             notes.push(format!("{}: {why}", r.config.name));
         }
@@ -552,15 +708,19 @@ fn report_text(a: &ServerArgs<'_>, rows: &[Row], load: (Option<f64>, Option<f64>
             r.config.name.to_string(),
             r.samples.len().to_string(),
             f(m.rate, 0),
-            ratio(m.rate, base.as_ref().and_then(|b| b.rate))
-                .map_or("—".into(), |x| format!("{x:.3}×")),
+            m.rate_ratio.map_or("—".into(), |x| format!("{x:.3}×")),
             f(m.cpu_per_request, 1),
-            ratio(
-                m.cpu_per_request,
-                base.as_ref().and_then(|b| b.cpu_per_request),
-            )
-            .map_or("—".into(), |x| format!("{x:.3}×")),
+            m.cpu_ratio.map_or("—".into(), |x| format!("{x:.3}×")),
             f(m.cores, 2),
+            f(
+                median(
+                    r.samples
+                        .iter()
+                        .filter_map(Sample::sampler_percent)
+                        .collect(),
+                ),
+                2,
+            ),
             r.thread_samples.map_or("—".into(), |n| n.to_string()),
             f(r.ticks_per_s, 1),
         ]);
@@ -575,36 +735,39 @@ fn report_text(a: &ServerArgs<'_>, rows: &[Row], load: (Option<f64>, Option<f64>
     o.push_str(
         "\nreq/s = requests answered in the window; cpu µs/req = the server JVM's CPU time \
          (all threads) in the window per request; cores = its CPU time over the window; \
-         samples, ticks/s = SAMPLE events and sampling ticks per second of the first vmview \
-         run's whole trace.\n",
+         sampler %cpu = the vmview-sampler thread's CPU time over the window \
+         (percent of one core); samples, ticks/s = SAMPLE events of the vmview server's \
+         trace and its sampling ticks per second of running time (not stopped).\n",
     );
     o
 }
 
 fn report_json(a: &ServerArgs<'_>, rows: &[Row], load: (Option<f64>, Option<f64>)) -> Json {
-    let base = rows.first().map(medians);
     json!({
         "workload": "jetty-quotes",
         "java": {"path": a.java.display().to_string(), "version": crate::java_version(a.java)},
         "clients": a.clients,
         "warmup_s": a.warmup.as_secs_f64(),
         "window_s": a.window.as_secs_f64(),
-        "reps": a.reps,
+        "settle_s": SETTLE.as_secs_f64(),
+        "rounds": a.reps,
+        "epochs": a.epochs,
         "load_average": {"before": load.0, "after": load.1},
         "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
         "rows": rows.iter().map(|r| {
-            let m = medians(r);
+            let m = medians(r, &rows[0]);
             json!({
                 "config": r.config.name,
                 "failed": r.failed,
-                "runs": r.samples.len(),
+                "windows": r.samples.len(),
                 "requests_per_s": m.rate,
                 "requests_per_s_all": r.samples.iter().map(Sample::rate).collect::<Vec<_>>(),
-                "requests_per_s_ratio": ratio(m.rate, base.as_ref().and_then(|b| b.rate)),
+                "requests_per_s_ratio": m.rate_ratio,
                 "cpu_us_per_request": m.cpu_per_request,
                 "cpu_us_per_request_all": r.samples.iter().map(Sample::cpu_us_per_request).collect::<Vec<_>>(),
-                "cpu_us_per_request_ratio": ratio(m.cpu_per_request, base.as_ref().and_then(|b| b.cpu_per_request)),
+                "cpu_us_per_request_ratio": m.cpu_ratio,
                 "cores": m.cores,
+                "sampler_cpu_percent": median(r.samples.iter().filter_map(Sample::sampler_percent).collect()),
                 "errors": r.samples.iter().map(|s| s.errors).sum::<u64>(),
                 "thread_samples": r.thread_samples,
                 "ticks_per_s": r.ticks_per_s,

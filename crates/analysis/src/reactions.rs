@@ -19,9 +19,20 @@ use vmview_format::{Event, EventKind, MethodId, SymbolTable, ThreadRef, ThreadSt
 
 use crate::EventSink;
 
-/// Class-name prefixes that are system code unless `--user` says otherwise.
+/// Class-name prefixes that are system code unless `--user` says otherwise:
+/// the JDK (with its `org.` API packages: SAX, DOM, GSS) and the Kotlin and
+/// Scala runtimes.
 pub const DEFAULT_SYSTEM: &[&str] = &[
-    "java.", "javax.", "jdk.", "sun.", "com.sun.", "kotlin.", "scala.",
+    "java.",
+    "javax.",
+    "jdk.",
+    "sun.",
+    "com.sun.",
+    "org.xml.sax.",
+    "org.w3c.dom.",
+    "org.ietf.jgss.",
+    "kotlin.",
+    "scala.",
 ];
 
 /// Samples per state, indexed by [`ThreadState::index`].
@@ -620,6 +631,14 @@ mod tests {
         let r = trie.finish();
         assert_eq!(r.nodes.len(), 2, "only app.Loop is user code");
         assert!(r.handlers.is_empty());
+    }
+
+    #[test]
+    fn the_jdks_org_packages_are_system_code() {
+        let s = syms(&["org.xml.sax.helpers.DefaultHandler", "org.acme.Handler"]);
+        let mut trie = ReactionTrie::new(ReactionConfig::default());
+        assert!(!trie.is_user(MethodId(0), &s));
+        assert!(trie.is_user(MethodId(1), &s));
     }
 
     #[test]

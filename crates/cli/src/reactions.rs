@@ -25,7 +25,8 @@ const LONG_ABOUT: &str = "\
 Find the event handlers of a program from stack samples (record with \
 --events samples): servers, crawlers and UIs loop over \"get the next event, \
 process it\". vmview builds one trie of user calls over all threads (system \
-code — java., javax., jdk., sun., com.sun., kotlin., scala. and --system — \
+code — java., javax., jdk., sun., com.sun., org.xml.sax., org.w3c.dom., \
+org.ietf.jgss., kotlin., scala. and --system — \
 makes no nodes), counts each sample at its deepest user frame by state \
 (RUN, IO, WAIT, BLOCKED, SLEEP), and reports as a handler each RUN-dominated \
 child of a node that waits (NODE_WAIT) or reads (NODE_IO) for its next event, \

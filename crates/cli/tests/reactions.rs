@@ -198,9 +198,11 @@ fn a_sax_handlers_start_element_is_a_callback_of_the_jdks_parser() {
         .find(|c| c["class"] == "fx.Reactions$Elements" && c["method"] == "startElement")
         .unwrap_or_else(|| panic!("startElement is no callback: {callbacks:#?}"));
     assert!(start["samples"].as_u64().unwrap() > 0, "{start}");
-    // parseLoop calls the parser from the thread's base: no callback.
+    // parseLoop calls the parser from the thread's base: no callback; and
+    // the JDK's org.xml.sax classes are system code, not callbacks.
     assert!(
-        callbacks.iter().all(|c| c["method"] != "parseLoop"),
+        callbacks.iter().all(|c| c["method"] != "parseLoop"
+            && !c["class"].as_str().unwrap().starts_with("org.xml.sax.")),
         "{callbacks:#?}"
     );
 }
