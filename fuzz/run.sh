@@ -18,5 +18,14 @@ mkdir -p "corpus/$target"
 # and the RSS limit are still caught. FUZZ_SANITIZER=address brings it back.
 # -rss_limit_mb: a bounded reader never needs more; a leak or an unbounded
 # allocation from a forged length shows up as a crash.
+# Per target: a dictionary of the input language's tokens (TARGET.dict),
+# and for filter_expr a -max_len of 256 bytes (a filter typed by hand is
+# shorter; longer inputs only hold longer regular expressions, whose
+# compilation is most of each execution). Later arguments override these.
+extra=()
+[ -f "$target.dict" ] && extra+=(-dict="$target.dict")
+case $target in
+filter_expr) extra+=(-max_len=256) ;;
+esac
 RUSTC_BOOTSTRAP=1 cargo fuzz run -s "${FUZZ_SANITIZER:-none}" "$target" "corpus/$target" -- \
-  -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 "$@"
+  -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 "${extra[@]}" "$@"

@@ -8,7 +8,7 @@
 //! per distinct name; `&&` children are reordered to run the cheapest first.
 //! Free text (messages, values) is tested per event, as it must be.
 
-use regex::Regex;
+use regex::{Regex, RegexBuilder};
 use vmview_format::{
     Event, EventKind, Loc, MethodId, Outcome, StringId, SymbolTable, ThreadRef, Value,
     EVENT_TYPE_NAMES,
@@ -431,12 +431,33 @@ fn type_bits(op: Op, l: &Lit) -> Result<u32, ParseError> {
     Ok(mask)
 }
 
+/// The most memory one compiled regular expression of a filter may take.
+/// Names of classes, methods and threads need a few KiB (`\w+` is 50 KiB,
+/// being Unicode-aware); the regex crate's own default, 10 MiB, lets a
+/// pattern such as `\w{100}` take 45 ms to compile and `(?:\w{20}){20}`
+/// 200 ms to be refused, which a filter typed by hand never needs.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
 fn regex(pattern: &str, l: &Lit) -> Result<Regex, ParseError> {
-    Regex::new(pattern).map_err(|e| {
-        let msg = e.to_string();
-        let last = msg.lines().last().unwrap_or("invalid").trim().to_string();
-        ParseError::new(l.col, l.width, format!("bad regular expression: {last}"))
-    })
+    RegexBuilder::new(pattern)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .build()
+        .map_err(|e| {
+            let message = match e {
+                regex::Error::CompiledTooBig(limit) => format!(
+                    "regular expression too big: compiled, it would take more than {} KiB \
+                     (a counted repetition such as \\w{{50}} is the usual cause: \
+                     try a smaller count, + or *, or [a-zA-Z0-9_] for \\w)",
+                    limit / 1024
+                ),
+                e => {
+                    let msg = e.to_string();
+                    let last = msg.lines().last().unwrap_or("invalid").trim().to_string();
+                    format!("bad regular expression: {last}")
+                }
+            };
+            ParseError::new(l.col, l.width, message)
+        })
 }
 
 fn number(l: &Lit, ty: FieldType, field: Field) -> Result<Number, ParseError> {
@@ -1122,11 +1143,31 @@ mod tests {
             ("class > 3", 6, "cannot be used on class"),
             ("depth > 1ms", 8, "not a duration"),
             ("class ~ \"(\"", 8, "bad regular expression"),
+            ("class ~ \"\\\\w{50}\"", 8, "regular expression too big"),
             ("elapsed_ns > 3 parsecs", 15, "expected && or ||"),
         ] {
             let e = EventFilter::parse(expr).unwrap_err();
             assert_eq!(e.column, col, "{expr}: {e}");
             assert!(e.message.contains(needle), "{expr}: {e}");
+        }
+    }
+
+    /// A pattern that compiles to more than the limit is refused quickly,
+    /// with a hint, instead of taking the regex crate's own 10 MiB (and
+    /// tens of milliseconds); the same repetition over ASCII still fits.
+    #[test]
+    fn regex_too_big_for_the_size_limit_is_refused_with_a_hint() {
+        let expr = "type == CALL && method ~ \"^\\\\w{200}$\"";
+        let e = EventFilter::parse(expr).unwrap_err();
+        assert_eq!(e.column, 25, "{e}");
+        assert!(e.message.contains("more than 1024 KiB"), "{e}");
+        assert!(e.message.contains("[a-zA-Z0-9_]"), "{e}");
+        assert_eq!(e.width, "\"^\\\\w{200}$\"".len(), "{}", e.render(expr));
+        for fits in [
+            "method ~ \"^[a-zA-Z0-9_]{200}$\"",
+            "method ~ \"^\\\\w{20}$\"",
+        ] {
+            EventFilter::parse(fits).unwrap_or_else(|e| panic!("{}", e.render(fits)));
         }
     }
 
