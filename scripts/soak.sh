@@ -11,6 +11,7 @@
 #
 #   scripts/soak.sh [--short | --small] [--once | --minutes N] [--apps LIST]
 #                   [--kinds LIST]
+#   scripts/soak.sh --overhead [--reps N] [--apps LIST] [--kinds LIST]
 #
 # --short      small workloads: each application once with every event kind
 #              (calls in bci mode), then the first one with calls in jvmti
@@ -22,7 +23,18 @@
 # --small      the full matrix with the short workloads
 # --apps       comma-separated subset of jetty,h2,rhino,javac
 # --kinds      comma-separated subset of calls,calls-jvmti,exceptions,
-#              threads,classes,locks,gc,samples (long soak only)
+#              threads,classes,locks,gc,samples (long soak and --overhead)
+# --overhead   measure instead of soaking: each application plain and under
+#              calls (bci, the application's package), calls-jvmti,
+#              exceptions, locks and samples, interleaved (the order rotates
+#              each repetition), --reps times (default 3), all on one
+#              workload size, without -Xcheck:jni (it slows JNI and JVMTI
+#              calls, not the application alike); prints the medians of
+#              wall and CPU time (user + system of vmview and the JVM), their
+#              ratios to plain, Jetty's requests/s and each trace's events,
+#              as a Markdown table, with the load average before and after.
+#              Each run must still exit 0 with the plain run's output. Give
+#              a release build (VMVIEW) and run it under `nice -n -15`.
 #
 # Needs a JDK 17 and the Debian packages libjetty9-java, libh2-java and
 # rhino (`apt-get install libjetty9-java libh2-java rhino`), and vmview
@@ -42,14 +54,19 @@ once=0
 minutes=60
 apps=jetty,h2,rhino,javac
 kinds=calls,calls-jvmti,exceptions,threads,classes,locks,gc,samples
+overhead=0
+reps=3
+kinds_given=0
 while (($#)); do
   case $1 in
+  --overhead) overhead=1 ;;
+  --reps) reps=${2:?--reps needs a number}; shift ;;
   --short) short=1 small=1 ;;
   --small) small=1 ;;
   --once) once=1 ;;
   --minutes) minutes=${2:?--minutes needs a number}; shift ;;
   --apps) apps=${2:?--apps needs a list}; shift ;;
-  --kinds) kinds=${2:?--kinds needs a list}; shift ;;
+  --kinds) kinds=${2:?--kinds needs a list} kinds_given=1; shift ;;
   -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   *) echo "soak: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -277,9 +294,90 @@ run_kind() { # APP N KIND
   esac
 }
 
+# --overhead: one run, timed by GNU time; its line goes to overhead.tsv
+# (repetition 0 is a warm-up, not recorded).
+overhead_run() { # APP N CONFIG REP
+  local app=$1 n=$2 config=$3 rep=$4 rundir=$dir/$1-$2-$3-$4 cmd=() mode=bci events=$3
+  local globs classes=() rc rate=- nevents=-
+  case $config in
+  plain) ;;
+  calls-jvmti) events=calls mode=jvmti ;;
+  esac
+  globs=$(app_classes "$app" "$mode")
+  [ -z "$globs" ] || classes=(--classes "$globs")
+  if [ "$config" != plain ]; then
+    cmd=("$vmview" record "${classes[@]}" --events "$events" --mode "$mode" --exceptions all
+      -o "$rundir/trace.vmv" --)
+  fi
+  mkdir -p "$rundir"
+  set +e
+  (cd "$rundir" && /usr/bin/time -f '%e %U %S' -o "$rundir/time" "${cmd[@]}" java -XX:ErrorFile=hs_err_%p.log \
+    $(app_cmd "$app" "$n" "$rundir") >"$rundir/stdout" 2>"$rundir/stderr" </dev/null)
+  rc=$?
+  set -e
+  local out
+  out="$(grep -v '^vmview: ' "$rundir/stdout" || true)$(out_hash "$rundir")"
+  if [ "$rc" != 0 ] || [ "$out" != "${plain_out[$app]:-$out}" ]; then
+    echo "soak: overhead run $app $config failed (exit $rc or output differs; see $rundir)" >&2
+    exit 1
+  fi
+  [ "$config" = plain ] && plain_out[$app]=$out
+  rate=$(sed -n 's/^jetty: .* \([0-9]*\) requests\/s$/\1/p' "$rundir/stderr")
+  if [ -f "$rundir/trace.vmv" ]; then
+    nevents=$("$vmview" stats --format json "$rundir/trace.vmv" 2>/dev/null |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["events"])' || echo -)
+    rm -f "$rundir/trace.vmv"
+  fi
+  rm -rf "$rundir/out"
+  local wall user sys line
+  read -r wall user sys <"$rundir/time"
+  line=$(awk -v a="$app" -v c="$config" -v r="$rep" -v w="$wall" -v u="$user" -v s="$sys" -v q="${rate:--}" \
+    -v e="$nevents" 'BEGIN { printf "%s\t%s\t%s\t%d\t%d\t%s\t%s", a, c, r, w * 1000, (u + s) * 1000, q, e }')
+  ((rep == 0)) && return 0
+  echo "$line" >>"$dir/overhead.tsv"
+  echo "soak: $line"
+}
+
+# --overhead workload sizes: several seconds of work each, plain, so that
+# the JVM's start is a small part of the time.
+overhead_size() { # APP
+  ((small)) && { size "$1"; return; } # --overhead --small: a quick try of the script
+  case $1 in
+  jetty) echo 10000 ;; h2) echo 2000 ;; rhino) echo 10000 ;; javac) echo 150 ;;
+  esac
+}
+
 IFS=, read -ra app_list <<<"$apps"
+((overhead && !kinds_given)) && kinds=calls,calls-jvmti,exceptions,locks,samples
 IFS=, read -ra kind_list <<<"$kinds"
 echo "soak: $vmview, runs in $dir"
+if ((overhead)); then
+  case $vmview in */debug/*) echo "soak: $vmview is a debug build; overhead figures need a release build (VMVIEW)" >&2 ;; esac
+  echo "soak: overhead, $reps repetitions; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  for app in "${app_list[@]}"; do
+    if [ "$app" = javac ]; then gen_sources "$dir/javac-$(overhead_size javac)" "$(overhead_size javac)"; fi
+  done
+  configs=(plain)
+  for kind in "${kind_list[@]}"; do configs+=("$kind"); done
+  : >"$dir/overhead.tsv"
+  # A plain warm-up run per application, not recorded: it brings the jars
+  # into the page cache (each run is a new JVM; nothing else carries over)
+  # and gives the output every run must print.
+  for app in "${app_list[@]}"; do overhead_run "$app" "$(overhead_size "$app")" plain 0; done
+  for ((rep = 1; rep <= reps; rep++)); do
+    for app in "${app_list[@]}"; do
+      # The order rotates each repetition.
+      for ((i = 0; i < ${#configs[@]}; i++)); do
+        config=${configs[$(((i + rep - 1) % ${#configs[@]}))]}
+        [ "$app:$config" = javac:calls ] && continue # JDK code is not rewritten
+        overhead_run "$app" "$(overhead_size "$app")" "$config" "$rep"
+      done
+    done
+  done
+  echo "soak: load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  python3 scripts/soak/overhead.py "$dir/overhead.tsv"
+  exit 0
+fi
 if ((short)); then
   # Every kind at once, calls in bci mode; then calls in jvmti mode, which
   # interprets the whole JVM, on one application (the first given).

@@ -19,6 +19,8 @@ import org.eclipse.jetty.server.handler.AbstractHandler;
  * Jetty serving a small handler on loopback while client threads send it
  * requests. Prints totals that do not depend on timing: the number of
  * requests, a checksum of the answers, and how many the handler counted.
+ * The request rate, which does depend on timing, goes to stderr (the
+ * overhead runs of scripts/soak.sh read it; the soak compares stdout).
  * Usage: JettySoak REQUESTS CLIENTS
  */
 public class JettySoak {
@@ -61,6 +63,7 @@ public class JettySoak {
         AtomicLong checksum = new AtomicLong();
         AtomicLong failures = new AtomicLong();
         List<Thread> threads = new ArrayList<>();
+        long start = System.nanoTime();
         for (int c = 0; c < clients; c++) {
             final int client = c;
             Thread t = new Thread(() -> {
@@ -79,7 +82,10 @@ public class JettySoak {
         for (Thread t : threads) {
             t.join();
         }
+        long elapsedNs = System.nanoTime() - start;
         server.stop();
+        System.err.printf("jetty: %d requests in %d ms, %.0f requests/s%n",
+                requests, elapsedNs / 1_000_000, requests * 1e9 / Math.max(1, elapsedNs));
         System.out.println("requests=" + requests + " failures=" + failures.get() + " checksum=" + checksum.get());
         synchronized (LOCK) {
             System.out.println("handled=" + handled + " bad=" + badNumbers);
