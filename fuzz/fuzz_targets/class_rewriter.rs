@@ -13,6 +13,8 @@ fn config() -> HookConfig {
         probe_class: "vmview/Probe".into(),
         capture_args: true,
         capture_return: true,
+        // The monitor hooks' insertions are mutated too.
+        monitors: true,
     }
 }
 
