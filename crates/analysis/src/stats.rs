@@ -305,7 +305,8 @@ impl EventSink for StatsBuilder {
             | EventKind::Calibration { .. }
             | EventKind::MonitorEnter { .. }
             | EventKind::MonitorExit { .. }
-            | EventKind::Bytecode { .. } => {}
+            | EventKind::Bytecode { .. }
+            | EventKind::ReactionHandlers { .. } => {}
         }
     }
 }

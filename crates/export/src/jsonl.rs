@@ -170,6 +170,12 @@ struct WireEvent<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     cost_ps: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    samples: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    handlers: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skipped: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     catch_class: Option<Option<&'a str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     catch_method: Option<Option<&'a str>>,
@@ -430,6 +436,20 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
         EventKind::Calibration { record, cost_ps } => {
             w.record = Some(record);
             w.cost_ps = Some(*cost_ps);
+        }
+        EventKind::ReactionHandlers {
+            samples,
+            handlers,
+            skipped,
+        } => {
+            let list = |ms: &[MethodId]| {
+                ms.iter()
+                    .map(|m| MethodNames::resolve(syms, *m).display())
+                    .collect()
+            };
+            w.samples = Some(*samples);
+            w.handlers = Some(list(handlers));
+            w.skipped = Some(list(skipped));
         }
         EventKind::MonitorEnter { monitor, depth } | EventKind::MonitorExit { monitor, depth } => {
             w.monitor = Some(monitor_name(syms, monitor));

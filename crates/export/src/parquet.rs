@@ -642,7 +642,9 @@ impl<W: Write + Send> ParquetWriter<W> {
                 self.cols.stack.set(bytes(&stack_text(syms, *stack)));
             }
             EventKind::PeriodEnd { period } => self.cols.period.set(i64::from(*period)),
-            EventKind::TraceWindow { .. } | EventKind::Calibration { .. } => {}
+            EventKind::TraceWindow { .. }
+            | EventKind::Calibration { .. }
+            | EventKind::ReactionHandlers { .. } => {}
             // No instruction column yet: method and offset only.
             EventKind::Bytecode { method, bci, .. } => {
                 self.method(*method, syms);

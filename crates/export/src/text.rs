@@ -21,7 +21,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use vmview_format::{Event, EventKind, Outcome, SymbolTable, Value};
+use vmview_format::{Event, EventKind, MethodId, Outcome, SymbolTable, Value};
 
 use crate::names::{
     array_display, descriptor_types, duration_display, hash_hex, loc_display, monitor_name,
@@ -276,6 +276,23 @@ fn fields(ev: &Event, syms: &SymbolTable) -> Vec<(&'static str, String)> {
         EventKind::Calibration { record, cost_ps } => {
             f.push(("RECORD", record.clone()));
             f.push(("COST", format!("{:.3}ns", *cost_ps as f64 / 1000.0)));
+        }
+        EventKind::ReactionHandlers {
+            samples,
+            handlers,
+            skipped,
+        } => {
+            f.push(("SAMPLES", samples.to_string()));
+            let list = |ms: &[MethodId]| {
+                ms.iter()
+                    .map(|m| MethodNames::resolve(syms, *m).display())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            f.push(("HANDLERS", list(handlers)));
+            if !skipped.is_empty() {
+                f.push(("SKIPPED", list(skipped)));
+            }
         }
         EventKind::MonitorEnter { monitor, depth } | EventKind::MonitorExit { monitor, depth } => {
             f.push(("MONITOR", monitor_name(syms, monitor)));

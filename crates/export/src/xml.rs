@@ -363,6 +363,18 @@ fn render_event(b: &mut Vec<u8>, ev: &Event, syms: &SymbolTable) {
             elem_text(b, "RECORD", record);
             elem_num(b, "COST", *cost_ps);
         }
+        EventKind::ReactionHandlers {
+            samples,
+            handlers,
+            skipped,
+        } => {
+            elem_num(b, "SAMPLES", *samples);
+            for (tag, list) in [("HANDLER", handlers), ("SKIPPED", skipped)] {
+                for m in list {
+                    handler_elem(b, tag, *m, syms);
+                }
+            }
+        }
         EventKind::MonitorEnter { monitor, depth } | EventKind::MonitorExit { monitor, depth } => {
             monitor_elem(b, monitor, syms);
             elem_num(b, "DEPTH", u64::from(*depth));
@@ -392,6 +404,18 @@ fn frame_elems(b: &mut Vec<u8>, stack: StackId, syms: &SymbolTable) {
             b.extend_from_slice(b"\"/>");
         }
     }
+}
+
+/// A method as an empty element with CLASS, MTD and SIG attributes.
+fn handler_elem(b: &mut Vec<u8>, tag: &str, m: MethodId, syms: &SymbolTable) {
+    let n = MethodNames::resolve(syms, m);
+    push_fmt(b, format_args!("<{tag} CLASS=\""));
+    push_class_attr(b, n.class);
+    b.extend_from_slice(b"\" MTD=\"");
+    push_attr(b, n.name);
+    b.extend_from_slice(b"\" SIG=\"");
+    push_attr(b, n.sig);
+    b.extend_from_slice(b"\"/>");
 }
 
 /// `CPU` and `ALLOC` of a CALL or RETURN, when recorded.

@@ -91,6 +91,13 @@ impl<W: Write> SubsetWriter<W> {
                 self.method(*method, syms);
                 self.string(*insn, syms);
             }
+            EventKind::ReactionHandlers {
+                handlers, skipped, ..
+            } => {
+                for m in handlers.iter().chain(skipped) {
+                    self.method(*m, syms);
+                }
+            }
             EventKind::Sample {
                 stack, monitors, ..
             } => {

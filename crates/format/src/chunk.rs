@@ -460,6 +460,24 @@ fn read_other_event(
                 cost_ps: c.u64()?,
             }
         }
+        OP_REACTION_HANDLERS => {
+            no_flag(c)?;
+            let samples = c.u64()?;
+            let mut lists = [Vec::new(), Vec::new()];
+            for list in &mut lists {
+                let n = c.count(1)?;
+                list.reserve(n.min(PREALLOC_LIMIT));
+                for _ in 0..n {
+                    list.push(MethodId(c.u32()?));
+                }
+            }
+            let [handlers, skipped] = lists;
+            EventKind::ReactionHandlers {
+                samples,
+                handlers,
+                skipped,
+            }
+        }
         _ => {
             return Err(Malformed {
                 offset: record_at,

@@ -288,6 +288,21 @@ pub enum EventKind {
         /// an instruction executed a million times is named once per chunk.
         insn: StringId,
     },
+    /// The agent chose the event handlers it times (`reactions`): at the
+    /// end of the warm-up it ran the reactions analysis over the samples so
+    /// far and instrumented the handlers found. From this event on, CALL and
+    /// RETURN of `handlers` are recorded; both lists may be empty (no
+    /// handler found). Emitted once, on the sampler's thread.
+    ReactionHandlers {
+        /// Thread samples (SAMPLE events) the detection saw.
+        samples: u64,
+        /// The handlers instrumented, in the analysis' order (most RUN
+        /// samples first).
+        handlers: Vec<MethodId>,
+        /// Handlers found but not instrumented: JDK or hidden classes, or
+        /// classes the JVM would not retransform.
+        skipped: Vec<MethodId>,
+    },
 }
 
 /// A thread's resource counters at a CALL or RETURN (`metrics=cpu,alloc`).
@@ -369,6 +384,7 @@ impl EventKind {
             EventKind::MonitorEnter { .. } => "MONITOR_ENTER",
             EventKind::MonitorExit { .. } => "MONITOR_EXIT",
             EventKind::Bytecode { .. } => "BYTECODE",
+            EventKind::ReactionHandlers { .. } => "REACTION_HANDLERS",
         }
     }
 }
@@ -400,6 +416,7 @@ impl EventKind {
             EventKind::MonitorEnter { .. } => 19,
             EventKind::MonitorExit { .. } => 20,
             EventKind::Bytecode { .. } => 21,
+            EventKind::ReactionHandlers { .. } => 22,
         }
     }
 }
@@ -428,4 +445,5 @@ pub const EVENT_TYPE_NAMES: &[&str] = &[
     "MONITOR_ENTER",
     "MONITOR_EXIT",
     "BYTECODE",
+    "REACTION_HANDLERS",
 ];

@@ -101,6 +101,9 @@ pub const OP_CALIBRATION: u8 = 23;
 pub const OP_MONITOR_ENTER: u8 = 24;
 /// A monitor released; K as for MONITOR_ENTER.
 pub const OP_MONITOR_EXIT: u8 = 25;
+/// The handlers chosen for timing: sample count, handler count and method
+/// ids, skipped count and method ids.
+pub const OP_REACTION_HANDLERS: u8 = 26;
 
 // CALL extras byte.
 /// Depth differs from the expected one: zigzag(depth - expected) follows.

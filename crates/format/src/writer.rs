@@ -639,6 +639,20 @@ impl<W: Write> TraceWriter<W> {
                 put_u64(buf, u64::from(*bci));
                 put_u64(buf, u64::from(insn.0));
             }
+            EventKind::ReactionHandlers {
+                samples,
+                handlers,
+                skipped,
+            } => {
+                head(buf, OP_REACTION_HANDLERS);
+                put_u64(buf, *samples);
+                for list in [handlers, skipped] {
+                    put_u64(buf, list.len() as u64);
+                    for m in list {
+                        put_u64(buf, u64::from(m.0));
+                    }
+                }
+            }
         }
 
         self.cur_thread = t;
@@ -743,6 +757,13 @@ impl<W: Write> TraceWriter<W> {
             EventKind::Bytecode { method, insn, .. } => {
                 d.method(*method, gen, buf)?;
                 d.string(*insn, gen, buf)?;
+            }
+            EventKind::ReactionHandlers {
+                handlers, skipped, ..
+            } => {
+                for m in handlers.iter().chain(skipped) {
+                    d.method(*m, gen, buf)?;
+                }
             }
         }
         Ok(())

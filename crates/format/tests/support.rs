@@ -517,6 +517,22 @@ pub fn all_kinds() -> Vec<Event> {
                 cost_ps: 0,
             },
         ),
+        (
+            T_WORKER,
+            EventKind::ReactionHandlers {
+                samples: 1_234,
+                handlers: vec![M_ADD, M_MAIN],
+                skipped: vec![M_MAIN],
+            },
+        ),
+        (
+            T_WORKER,
+            EventKind::ReactionHandlers {
+                samples: 0,
+                handlers: vec![],
+                skipped: vec![],
+            },
+        ),
         (T_WORKER, EventKind::ThreadEnd),
         (T_MAIN, EventKind::ThreadEnd),
     ];

@@ -259,6 +259,30 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "reactions",
+        value: None,
+        default: None,
+        help: "find the event handlers from stack samples during a warm-up (reactions-after), then instrument just those methods and record each call's latency (implies events=...+samples; vmview reactions reports them)",
+        apply: |o, v| {
+            o.reactions = parse_bool(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "reactions-after",
+        value: Some("DURATION"),
+        default: Some("5s"),
+        help: "with reactions: how long to sample before choosing the handlers to time (ns, us, ms, s)",
+        apply: |o, v| {
+            let d = parse_duration(v)?;
+            if d < Duration::from_millis(10) {
+                return Err(format!("'{v}' is too short (at least 10ms: the handlers are found from samples)"));
+            }
+            o.reactions_after = d;
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "quiet",
         value: None,
         default: None,
@@ -313,6 +337,10 @@ pub struct AgentOptions {
     pub io: ClassFilter,
     /// Extra native `Class.method` globs that count as waiting (`wait=`).
     pub wait: ClassFilter,
+    /// Time the event handlers found after a warm-up (`reactions`).
+    pub reactions: bool,
+    /// The warm-up of `reactions`: sampling only, before handlers are chosen.
+    pub reactions_after: Duration,
     pub quiet: bool,
 }
 
@@ -335,6 +363,8 @@ impl Default for AgentOptions {
             metrics: MetricSet::default(),
             io: ClassFilter::default(),
             wait: ClassFilter::default(),
+            reactions: false,
+            reactions_after: Duration::from_secs(5),
             quiet: false,
         }
     }
@@ -400,6 +430,17 @@ impl AgentOptions {
                 option: "events",
                 message: "events=monitors needs mode=bci (monitorenter and monitorexit are instrumented in rewritten classes); drop mode=jvmti or monitors".to_string(),
             });
+        }
+        // The handlers are found from samples and timed by the bytecode
+        // rewriter, restricted to their methods.
+        if opts.reactions {
+            if opts.mode != CaptureMode::Bci {
+                return Err(OptionError::Invalid {
+                    option: "reactions",
+                    message: "reactions times the handlers with bytecode instrumentation (mode=bci); drop mode=jvmti and events=bytecode".to_string(),
+                });
+            }
+            opts.events = opts.events.with(EventGroup::Samples);
         }
         Ok(opts)
     }
@@ -957,6 +998,28 @@ mod depth_window_tests {
         for bad in ["adapt=0", "adapt=fast", "adapt=3g/s"] {
             assert!(AgentOptions::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn reactions_imply_samples_and_need_bytecode_instrumentation() {
+        let o = AgentOptions::parse("events=gc,reactions,reactions-after=2s").unwrap();
+        assert!(o.reactions);
+        assert!(o.events.contains(EventGroup::Samples) && o.events.contains(EventGroup::Gc));
+        assert_eq!(o.reactions_after, Duration::from_secs(2));
+        let d = AgentOptions::parse("reactions=on").unwrap();
+        assert_eq!(d.reactions_after, Duration::from_secs(5));
+        assert!(!AgentOptions::parse("reactions=off")
+            .unwrap()
+            .events
+            .contains(EventGroup::Samples));
+        let e = AgentOptions::parse("reactions,mode=jvmti")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("reactions:") && e.contains("mode=bci"), "{e}");
+        let e = AgentOptions::parse("reactions,reactions-after=1ms")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("too short"), "{e}");
     }
 }
 
