@@ -71,6 +71,8 @@ pub struct Agent {
     pub written: AtomicU64,
     /// The stack sampler's stop flag.
     pub sampler: crate::sampler::Control,
+    /// The handler methods `reactions` chose to instrument.
+    pub reactions: crate::reactions::Selection,
     /// The depth window in force (`depth=`, moved by `adapt=`), packed
     /// by [`pack_window`].
     pub window: AtomicU64,
@@ -276,6 +278,12 @@ fn create(
     if attached {
         properties.push(("attached".to_string(), "true".to_string()));
     }
+    if options.reactions {
+        properties.push((
+            "reactions_after".to_string(),
+            duration_text(options.reactions_after),
+        ));
+    }
     for (key, prop) in [
         ("jvm", "java.vm.version"),
         ("jvm_name", "java.vm.name"),
@@ -313,6 +321,7 @@ fn create(
         time_origin_ns,
         written: AtomicU64::new(0),
         sampler: Default::default(),
+        reactions: Default::default(),
         window: AtomicU64::new(pack_window(options_depth)),
         phase: AtomicU8::new(LOADED),
         writer: Mutex::new(None),
@@ -345,6 +354,17 @@ fn get_env(vm: *mut sys::JavaVM) -> Result<Jvmti, String> {
     Ok(unsafe { Jvmti::new(env.cast()) })
 }
 
+/// A duration as the options write it: `5s`, `1500ms`, `250us`, `10ns`.
+pub fn duration_text(d: std::time::Duration) -> String {
+    let ns = d.as_nanos();
+    match ns {
+        n if n % 1_000_000_000 == 0 => format!("{}s", n / 1_000_000_000),
+        n if n % 1_000_000 == 0 => format!("{}ms", n / 1_000_000),
+        n if n % 1_000 == 0 => format!("{}us", n / 1_000),
+        n => format!("{n}ns"),
+    }
+}
+
 fn format_version(v: i32) -> String {
     let major = (v & sys::JVMTI_VERSION_MASK_MAJOR as i32) >> sys::JVMTI_VERSION_SHIFT_MAJOR;
     let minor = (v & sys::JVMTI_VERSION_MASK_MINOR as i32) >> sys::JVMTI_VERSION_SHIFT_MINOR;
@@ -368,6 +388,10 @@ struct Plan {
     gc: bool,
     classes: bool,
     samples: bool,
+    /// Handlers found from samples are instrumented after the warm-up
+    /// (`reactions`): the probe and the class-file hook, but no trace
+    /// classes.
+    reactions: bool,
     /// Single-stepping trace-class methods (`events=bytecode`).
     bytecode: bool,
 }
@@ -387,6 +411,7 @@ impl Plan {
             gc: o.events.contains(EventGroup::Gc),
             classes: o.events.contains(EventGroup::Classes),
             samples: o.events.contains(EventGroup::Samples),
+            reactions: o.reactions && o.mode == CaptureMode::Bci,
             bytecode: o.events.contains(EventGroup::Bytecode) && has_classes,
         }
     }
@@ -407,7 +432,7 @@ fn capabilities(
     // SAFETY: plain bits; all zero means "nothing".
     let mut caps: sys::jvmtiCapabilities = unsafe { std::mem::zeroed() };
     caps.set_can_tag_objects(1);
-    if plan.calls {
+    if plan.calls || plan.reactions {
         capture.add_capabilities(&mut caps);
         if o.mode == CaptureMode::Bci && potential.is_some_and(|p| p.can_retransform_classes() != 0)
         {
@@ -595,6 +620,11 @@ impl Agent {
                 self.problems.capture(|| err);
             }
         }
+        if plan.reactions && !plan.calls {
+            if let Err(err) = self.capture.start(self, jni) {
+                self.problems.capture(|| err);
+            }
+        }
         if plan.samples {
             crate::sampler::start(self, jni);
         }
@@ -605,6 +635,18 @@ impl Agent {
     pub fn stop_recording(&self) {
         // Before the writer's last drain, so no SAMPLE comes after it.
         crate::sampler::stop(self);
+        if self.options.reactions
+            && !self.reactions.is_chosen()
+            && self.is_live()
+            && !self.options.quiet
+            && !self.attached
+        {
+            crate::problems::say(&format!(
+                "reactions: the JVM ended after {:.1}s, before the {} warm-up ended: no handler was chosen or timed (the samples are in the trace; shorten it with reactions-after=)",
+                clock::now_ns().saturating_sub(self.time_origin_ns) as f64 / 1e9,
+                duration_text(self.options.reactions_after)
+            ));
+        }
         if self.phase.swap(STOPPED, Ordering::AcqRel) == LIVE {
             self.capture.stop(self.jvmti);
             for e in ALL_EVENTS {

@@ -37,6 +37,7 @@ mod jvmti;
 mod methods;
 mod metrics;
 mod problems;
+mod reactions;
 mod sampler;
 mod slot;
 mod symbols;

@@ -210,6 +210,8 @@ struct Sampler {
     /// agent attached to a running JDK 17 may not).
     monitors: bool,
     walk: Walk,
+    /// With `reactions`: the warm-up's handler detection.
+    reactions: Option<crate::reactions::Detector>,
 }
 
 /// How a tick takes the stacks.
@@ -258,6 +260,7 @@ impl Sampler {
                 .capabilities()
                 .is_ok_and(|c| c.can_get_owned_monitor_stack_depth_info() != 0),
             walk: Walk::from_env(),
+            reactions: crate::reactions::Detector::new(agent),
         }
     }
 
@@ -330,6 +333,9 @@ impl Sampler {
             }
             self.sample(jni, &t, now, contended);
         }
+        if let Some(d) = self.reactions.as_mut().filter(|d| d.due()) {
+            d.switch(self.agent, jni);
+        }
     }
 
     fn sample(&mut self, jni: Jni, t: &StackTrace<'_>, now: u64, contended: bool) {
@@ -350,6 +356,10 @@ impl Sampler {
         let state = classify(t.state, native);
         let stack = self.intern_stack();
         let thread = agent.threads.thread_ref(agent, jni, t.thread);
+        if let Some(d) = &mut self.reactions {
+            let jmethods = t.frames.iter().map(|f| f.method);
+            d.add(agent, jni, thread, now, state, &self.scratch, jmethods);
+        }
         let monitors = if contended {
             held_monitors(agent, jni, t.thread)
         } else {

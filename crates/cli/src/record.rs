@@ -152,7 +152,11 @@ pub fn known_flags_sentence() -> String {
 pub fn run(args: RecordArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
     let option_string = agent_option_string(&args, matches)?;
     let parsed = AgentOptions::parse(&option_string).map_err(|e| option_error(&e))?;
-    if args.classes.is_empty() && parsed.events.contains(vmview_options::EventGroup::Calls) {
+    // With --reactions, calls of the handlers found are recorded anyway.
+    if args.classes.is_empty()
+        && parsed.events.contains(vmview_options::EventGroup::Calls)
+        && !parsed.reactions
+    {
         eprintln!(
             "vmview: note: no --classes given, so no method calls are recorded \
              (trace your code with e.g. --classes 'com.acme.*')"

@@ -219,7 +219,7 @@ pub fn retransform_traced(agent: &Agent, jni: Jni) -> Result<usize, String> {
 const MAX_JNI_LOCAL_CAPACITY: i32 = 65_536;
 
 /// Packages of the JDK's named modules, by internal-name prefix.
-const JDK_PACKAGES: [&str; 5] = ["java/", "javax/", "jdk/", "sun/", "com/sun/"];
+pub(crate) const JDK_PACKAGES: [&str; 5] = ["java/", "javax/", "jdk/", "sun/", "com/sun/"];
 
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn class_file_load_hook(
@@ -253,16 +253,23 @@ unsafe extern "C" fn class_file_load_hook(
             return;
         }
         let dotted = internal.replace('/', ".");
-        if !agent.options.is_traced_class(&dotted) {
-            return;
-        }
+        // A class holding a handler chosen by `reactions` (and not traced
+        // as a whole): only the handler methods are instrumented.
+        let only = if agent.options.is_traced_class(&dotted) {
+            None
+        } else {
+            match agent.reactions.methods_of(&dotted) {
+                Some(methods) => Some(methods),
+                None => return,
+            }
+        };
         if JDK_PACKAGES.iter().any(|p| internal.starts_with(p)) {
             agent.problems.jdk_class(|| dotted.clone());
             return;
         }
         // SAFETY: the JVM passes `class_data_len` bytes of class data.
         let bytes = unsafe { std::slice::from_raw_parts(class_data, class_data_len as usize) };
-        let Some(rewritten) = rewrite(agent, &dotted, bytes) else {
+        let Some(rewritten) = rewrite(agent, &dotted, bytes, only.as_deref()) else {
             return;
         };
         match agent.jvmti.allocate_copy(&rewritten) {
@@ -280,7 +287,13 @@ unsafe extern "C" fn class_file_load_hook(
 }
 
 /// The instrumented class, or `None` (counted) when it stays as it was.
-fn rewrite(agent: &Agent, dotted: &str, bytes: &[u8]) -> Option<Vec<u8>> {
+/// With `only`, just the methods listed (name, descriptor) are.
+fn rewrite(
+    agent: &Agent,
+    dotted: &str,
+    bytes: &[u8],
+    only: Option<&[(String, String)]>,
+) -> Option<Vec<u8>> {
     let config = HookConfig {
         probe_class: probe_for(&agent.options).0.to_string(),
         capture_args: agent.options.args,
@@ -290,7 +303,13 @@ fn rewrite(agent: &Agent, dotted: &str, bytes: &[u8]) -> Option<Vec<u8>> {
         monitors: agent.options.events.contains(EventGroup::Monitors),
     };
     let class = agent.symbols.string(dotted);
-    let mut next_id = |m: &MethodInfo| Some(method_symbol(agent, class, m).0);
+    let mut next_id = |m: &MethodInfo| {
+        let wanted = only.is_none_or(|o| {
+            o.iter()
+                .any(|(name, sig)| *name == m.name && *sig == m.descriptor)
+        });
+        wanted.then(|| method_symbol(agent, class, m).0)
+    };
     let result = match vmview_classfile::instrument(bytes, &config, &mut next_id) {
         Ok(r) => r,
         Err(e) => {
