@@ -201,6 +201,8 @@ impl Detector {
             }
         }
         agent.reactions.chosen.store(true, Ordering::Release);
+        // The event's time is before the first instrumented call can start.
+        let time = clock::now_ns();
         let refused = retransform(agent, &chosen);
         if !refused.is_empty() {
             let mut map = agent
@@ -224,7 +226,6 @@ impl Detector {
             handlers: timed,
             skipped,
         };
-        let time = clock::now_ns();
         crate::threads::with_state(agent, Some((jni, std::ptr::null_mut())), |s| {
             s.emit(agent, time, event)
         });

@@ -8,6 +8,7 @@
 
 pub mod calltree;
 pub mod dataflow;
+pub mod latency;
 pub mod locks;
 pub mod reactions;
 pub mod stats;

@@ -21,7 +21,8 @@ use crate::EventSink;
 
 /// Class-name prefixes that are system code unless `--user` says otherwise:
 /// the JDK (with its `org.` API packages: SAX, DOM, GSS) and the Kotlin and
-/// Scala runtimes.
+/// Scala runtimes; `vmview.` is the agent's probe, on the stack of
+/// instrumented handlers.
 pub const DEFAULT_SYSTEM: &[&str] = &[
     "java.",
     "javax.",
@@ -33,6 +34,7 @@ pub const DEFAULT_SYSTEM: &[&str] = &[
     "org.ietf.jgss.",
     "kotlin.",
     "scala.",
+    "vmview.",
 ];
 
 /// Samples per state, indexed by [`ThreadState::index`].

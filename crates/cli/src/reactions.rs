@@ -4,7 +4,9 @@
 //! The analysis is `vmview_analysis::ReactionTrie`; this module reads the
 //! trace, names the handles and renders the result as text, as JSON for
 //! tools, or as XML in the shapes of the DYMON slides (`<REACTIONS>`,
-//! `<TRIE>`, `<REACTION>`).
+//! `<TRIE>`, `<REACTION>`). A trace of `record --reactions` also has the
+//! handlers' latencies (`vmview_analysis::latency`): events handled, mean,
+//! p50, p90, p99 and max per handler the agent instrumented.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -13,6 +15,7 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value as Json};
+use vmview_analysis::latency::{HandlerLatency, HandlerTiming, LatencyHistogram, TimingStatus};
 use vmview_analysis::reactions::{Reactions, StateCounts};
 use vmview_analysis::{EventSink, ReactionConfig, ReactionTrie};
 use vmview_export::names::MethodNames;
@@ -26,18 +29,26 @@ Find the event handlers of a program from stack samples (record with \
 --events samples): servers, crawlers and UIs loop over \"get the next event, \
 process it\". vmview builds one trie of user calls over all threads (system \
 code — java., javax., jdk., sun., com.sun., org.xml.sax., org.w3c.dom., \
-org.ietf.jgss., kotlin., scala. and --system — \
+org.ietf.jgss., kotlin., scala., vmview. (the agent's probe) and --system — \
 makes no nodes), counts each sample at its deepest user frame by state \
 (RUN, IO, WAIT, BLOCKED, SLEEP), and reports as a handler each RUN-dominated \
 child of a node that waits (NODE_WAIT) or reads (NODE_IO) for its next event, \
 when it has at least --min-samples RUN samples and --min-share of all RUN \
 samples. Callbacks are user methods called by system code that user code \
-called (a comparator called by a sort).";
+called (a comparator called by a sort).
+
+A trace recorded with `vmview record --reactions` also times the handlers: \
+the agent ran this analysis at the end of its warm-up (--reactions-after), \
+instrumented the handler methods it found, and recorded each of their \
+calls from then on; this command reports per timed handler the events \
+handled and their mean, p50, p90, p99 and max latency.";
 
 const EXAMPLES: &str = "\
 Examples:
   vmview record --events samples --interval 10ms -o srv.vmv -- java -jar server.jar
   vmview reactions srv.vmv
+  vmview record --reactions --reactions-after 5s -o timed.vmv -- java -jar server.jar
+  vmview reactions timed.vmv --format json | jq '.timing.handlers[] | {method, p99_ns}'
   vmview reactions srv.vmv --format json | jq '.handlers[] | {method, type, share}'
   vmview reactions srv.vmv --user 'com.acme.*' --format xml";
 
@@ -87,13 +98,25 @@ pub fn run(args: &ReactionsArgs) -> anyhow::Result<ExitCode> {
         min_samples: args.min_samples,
         min_share: args.min_share,
     });
+    let warmup = reader
+        .header()
+        .properties
+        .iter()
+        .find(|(k, _)| k == "reactions_after")
+        .map(|(_, v)| v.clone());
+    let mut latency = HandlerLatency::new(warmup.is_some());
     let mut events = 0u64;
     while let Some(ev) = reader.next_event() {
         events += 1;
         trie.event(&ev, reader.symbols());
+        latency.event(&ev, reader.symbols());
     }
     trace::warn_diagnostics(reader.diagnostics(), events);
     let r = trie.finish();
+    let timing = Timing {
+        warmup: warmup.unwrap_or_default(),
+        t: latency.finish(),
+    };
     if r.samples == 0 {
         return Err(hinted(
             format!("{} holds no SAMPLE events", args.file.display()),
@@ -102,13 +125,13 @@ pub fn run(args: &ReactionsArgs) -> anyhow::Result<ExitCode> {
     }
     let syms = reader.symbols();
     let text = match args.format {
-        Format::Text => render_text(&r, syms),
+        Format::Text => render_text(&r, &timing, syms),
         Format::Json => {
-            let mut s = serde_json::to_string_pretty(&render_json(&r, syms))?;
+            let mut s = serde_json::to_string_pretty(&render_json(&r, &timing, syms))?;
             s.push('\n');
             s
         }
-        Format::Xml => render_xml(&r, syms),
+        Format::Xml => render_xml(&r, &timing, syms),
     };
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())?;
@@ -147,7 +170,94 @@ fn duration_ns(r: &Reactions) -> u64 {
     r.last_ns.saturating_sub(r.first_ns)
 }
 
-fn render_json(r: &Reactions, syms: &SymbolTable) -> Json {
+/// The handler latencies and the warm-up they followed.
+struct Timing {
+    /// `reactions_after` as recorded (empty without `--reactions`).
+    warmup: String,
+    t: HandlerTiming,
+}
+
+impl Timing {
+    fn status(&self) -> &'static str {
+        match self.t.status {
+            TimingStatus::NotRequested => "not_requested",
+            TimingStatus::EndedBeforeWarmup => "ended_before_warmup",
+            TimingStatus::Chosen if self.t.handlers.is_empty() && self.t.skipped.is_empty() => {
+                "no_handler"
+            }
+            TimingStatus::Chosen => "timed",
+        }
+    }
+
+    /// One sentence on what was timed, or why nothing was.
+    fn summary(&self, syms: &SymbolTable) -> String {
+        let t = &self.t;
+        match self.status() {
+            "ended_before_warmup" => format!(
+                "none: the program ended at {:.2}s, before the {} warm-up ended (record with a shorter --reactions-after)",
+                t.last_ns as f64 / 1e9,
+                self.warmup
+            ),
+            "no_handler" => format!(
+                "none: no event handler was found in the {} warm-up ({} thread samples)",
+                self.warmup, t.samples
+            ),
+            _ => {
+                let mut s = format!(
+                    "instrumented at {:.2}s, after the {} warm-up ({} thread samples)",
+                    t.chosen_ns as f64 / 1e9,
+                    self.warmup,
+                    t.samples
+                );
+                if !t.skipped.is_empty() {
+                    let names: Vec<String> =
+                        t.skipped.iter().map(|m| qualified(syms, Some(*m))).collect();
+                    let _ = write!(
+                        s,
+                        "; found but not instrumentable (JDK or hidden class): {}",
+                        names.join(", ")
+                    );
+                }
+                s
+            }
+        }
+    }
+}
+
+fn latency_json(h: &LatencyHistogram) -> Json {
+    json!({
+        "events": h.count(),
+        "mean_ns": h.mean(),
+        "p50_ns": h.quantile(0.50),
+        "p90_ns": h.quantile(0.90),
+        "p99_ns": h.quantile(0.99),
+        "max_ns": h.max(),
+    })
+}
+
+fn timing_json(timing: &Timing, syms: &SymbolTable) -> Json {
+    let t = &timing.t;
+    let method = |m: MethodId| {
+        let (c, n) = names(syms, Some(m));
+        json!({"class": c, "method": n})
+    };
+    json!({
+        "status": timing.status(),
+        "warmup": timing.warmup,
+        "chosen_ns": t.chosen_ns,
+        "samples": t.samples,
+        "handlers": t.handlers.iter().map(|h| {
+            let mut o = method(h.method);
+            if let (Json::Object(o), Json::Object(l)) = (&mut o, latency_json(&h.latency)) {
+                o.extend(l);
+            }
+            o
+        }).collect::<Vec<_>>(),
+        "skipped": t.skipped.iter().map(|m| method(*m)).collect::<Vec<_>>(),
+    })
+}
+
+fn render_json(r: &Reactions, timing: &Timing, syms: &SymbolTable) -> Json {
     let method = |m: Option<MethodId>| {
         let (c, n) = names(syms, m);
         json!({"class": c, "method": n})
@@ -168,6 +278,7 @@ fn render_json(r: &Reactions, syms: &SymbolTable) -> Json {
                 "waiting": h.waiting,
                 "states": states_json(&h.states),
                 "threads": h.threads.iter().map(|(t, n)| json!({"thread": syms.thread_name(*t), "samples": n})).collect::<Vec<_>>(),
+                "latency": r.nodes[h.node].method.and_then(|m| timing.t.of(m)).map(latency_json),
             })
         })
         .collect();
@@ -202,6 +313,7 @@ fn render_json(r: &Reactions, syms: &SymbolTable) -> Json {
         "callbacks": callbacks,
         "threads": threads,
         "trie": trie_json(r, syms, 0),
+        "timing": timing_json(timing, syms),
     })
 }
 
@@ -217,7 +329,44 @@ fn trie_json(r: &Reactions, syms: &SymbolTable, i: usize) -> Json {
     })
 }
 
-fn render_text(r: &Reactions, syms: &SymbolTable) -> String {
+/// `1.503ms`, `12.0us`, `2.104s`: four significant digits or so.
+fn latency_text(ns: u64) -> String {
+    match ns {
+        n if n >= 1_000_000_000 => format!("{:.3}s", n as f64 / 1e9),
+        n if n >= 1_000_000 => format!("{:.3}ms", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{:.1}us", n as f64 / 1e3),
+        n => format!("{n}ns"),
+    }
+}
+
+fn timing_text(timing: &Timing, syms: &SymbolTable, s: &mut String) {
+    let _ = writeln!(s, "\nhandler latency");
+    let _ = writeln!(s, "  {}", timing.summary(syms));
+    if timing.t.handlers.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "  {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}  handler",
+        "events", "mean", "p50", "p90", "p99", "max"
+    );
+    for h in &timing.t.handlers {
+        let l = &h.latency;
+        let _ = writeln!(
+            s,
+            "  {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
+            l.count(),
+            latency_text(l.mean()),
+            latency_text(l.quantile(0.50)),
+            latency_text(l.quantile(0.90)),
+            latency_text(l.quantile(0.99)),
+            latency_text(l.max()),
+            qualified(syms, Some(h.method))
+        );
+    }
+}
+
+fn render_text(r: &Reactions, timing: &Timing, syms: &SymbolTable) -> String {
     let mut s = String::new();
     let secs = duration_ns(r) as f64 / 1e9;
     let _ = writeln!(
@@ -247,6 +396,9 @@ fn render_text(r: &Reactions, syms: &SymbolTable) -> String {
             states_text(&h.states),
             threads.join(", ")
         );
+    }
+    if timing.t.status != TimingStatus::NotRequested {
+        timing_text(timing, syms, &mut s);
     }
     let _ = writeln!(s, "\ncallbacks");
     if r.callbacks.is_empty() {
@@ -332,7 +484,56 @@ fn attr(s: &str) -> String {
     o
 }
 
-fn render_xml(r: &Reactions, syms: &SymbolTable) -> String {
+/// ` COUNT='…' MEAN='…' P50='…' P90='…' P99='…' MAX='…'`, times in ms.
+fn latency_attrs(l: &LatencyHistogram) -> String {
+    let ms = |ns: u64| format!("{:.3}", ns as f64 / 1e6);
+    format!(
+        " COUNT='{}' MEAN='{}' P50='{}' P90='{}' P99='{}' MAX='{}'",
+        l.count(),
+        ms(l.mean()),
+        ms(l.quantile(0.50)),
+        ms(l.quantile(0.90)),
+        ms(l.quantile(0.99)),
+        ms(l.max())
+    )
+}
+
+fn timing_xml(timing: &Timing, syms: &SymbolTable, s: &mut String) {
+    let t = &timing.t;
+    let _ = write!(
+        s,
+        "  <TIMING STATUS='{}' WARMUP='{}' SAMPLES='{}'",
+        timing.status(),
+        attr(&timing.warmup),
+        t.samples
+    );
+    if t.status == TimingStatus::Chosen {
+        let _ = write!(s, " START='{}'", t.chosen_ns / 1_000_000);
+    }
+    if t.handlers.is_empty() && t.skipped.is_empty() {
+        s.push_str(" />\n");
+        return;
+    }
+    s.push_str(">\n");
+    for h in &t.handlers {
+        let _ = writeln!(
+            s,
+            "    <HANDLER METHOD='{}'{} />",
+            attr(&at_name(syms, Some(h.method))),
+            latency_attrs(&h.latency)
+        );
+    }
+    for m in &t.skipped {
+        let _ = writeln!(
+            s,
+            "    <SKIPPED METHOD='{}' />",
+            attr(&at_name(syms, Some(*m)))
+        );
+    }
+    s.push_str("  </TIMING>\n");
+}
+
+fn render_xml(r: &Reactions, timing: &Timing, syms: &SymbolTable) -> String {
     let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         s,
@@ -375,9 +576,14 @@ fn render_xml(r: &Reactions, syms: &SymbolTable) -> String {
         );
     }
     for h in &r.handlers {
+        let latency = r.nodes[h.node]
+            .method
+            .and_then(|m| timing.t.of(m))
+            .map(latency_attrs)
+            .unwrap_or_default();
         let _ = writeln!(
             s,
-            "    <EVENT METHOD='{}' TYPE='{}' SAMPLES='{}' RUN='{}' SHARE='{:.4}' />",
+            "    <EVENT METHOD='{}' TYPE='{}' SAMPLES='{}' RUN='{}' SHARE='{:.4}'{latency} />",
             attr(&at_name(syms, r.nodes[h.node].method)),
             h.kind.name(),
             h.samples,
@@ -385,7 +591,11 @@ fn render_xml(r: &Reactions, syms: &SymbolTable) -> String {
             h.share
         );
     }
-    s.push_str("  </REACTION>\n</REACTIONS>\n");
+    s.push_str("  </REACTION>\n");
+    if timing.t.status != TimingStatus::NotRequested {
+        timing_xml(timing, syms, &mut s);
+    }
+    s.push_str("</REACTIONS>\n");
     s
 }
 

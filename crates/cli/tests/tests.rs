@@ -16,6 +16,7 @@ mod formats;
 mod locks;
 mod metrics;
 mod monitors;
+mod reaction_timing;
 mod reactions;
 mod recording;
 mod recovery;

@@ -1,0 +1,285 @@
+//! `vmview record --reactions`: handlers found from the warm-up's samples,
+//! then instrumented and timed; `vmview reactions` reports their latency.
+//!
+//! fx.Latency is a BlockingQueue consumer whose handler spins for known,
+//! varied times and which times every handling itself with
+//! System.nanoTime. What is compared: the agent instruments `handle` at
+//! the end of the warm-up, so the trace's calls must be exactly the
+//! fixture's items from the first timed one on (matched by the item number,
+//! the handler's first argument: consecutive, none missing, up to the last
+//! item), and the latency percentiles of `vmview reactions` must agree with
+//! the fixture's own over those same items within the README's tolerance:
+//! 0.25 ms + 2% of the fixture's value.
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// The fixture's `item SEQ NANOS` lines, in handling order.
+fn fixture_items(stdout: &str) -> Vec<(u64, u64)> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("item "))
+        .map(|l| {
+            let (seq, ns) = l.split_once(' ').expect("item SEQ NANOS");
+            (seq.parse().unwrap(), ns.parse().unwrap())
+        })
+        .collect()
+}
+
+/// Nearest rank, as the fixture and vmview compute it.
+fn percentile(sorted: &[u64], q: f64) -> u64 {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).max(1);
+    sorted[rank - 1]
+}
+
+fn reactions_json(trace: &std::path::Path) -> Value {
+    let out = run(&["reactions", path_str(trace), "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "vmview reactions failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+fn reactions_out(trace: &std::path::Path, format: &str) -> String {
+    let out = run(&["reactions", path_str(trace), "--format", format]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[test]
+fn reactions_time_the_queue_handler_as_the_fixture_measures_it() {
+    let rec = record(
+        &[
+            "--reactions",
+            "--reactions-after",
+            "1s",
+            "--interval",
+            "5ms",
+        ],
+        &[],
+        "fx.Latency",
+        &["2500"],
+    );
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    let stderr = rec.stderr();
+    assert!(
+        stderr.contains("reactions: after 1s of samples")
+            && stderr.contains("timing fx.Latency$Consumer.handle"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("no method calls"), "{stderr}");
+    let events = rec.events();
+    let chosen = of_type(&events, "REACTION_HANDLERS");
+    assert_eq!(chosen.len(), 1, "one switch");
+    let chosen = chosen[0];
+    assert_eq!(
+        chosen["handlers"],
+        serde_json::json!(["fx.Latency$Consumer.handle(IJ)V"])
+    );
+    assert_eq!(chosen["skipped"], serde_json::json!([]));
+    assert!(chosen["samples"].as_u64().unwrap() > 50, "{chosen}");
+    let switch_ns = chosen["time_ns"].as_u64().unwrap();
+    assert!(switch_ns >= 1_000_000_000, "after the warm-up: {switch_ns}");
+
+    // Only the handler is instrumented, and only after the switch.
+    let calls = of_type(&events, "CALL");
+    assert!(calls.iter().all(|c| c["method"] == "handle"), "only handle");
+    assert!(calls
+        .iter()
+        .all(|c| c["time_ns"].as_u64().unwrap() > switch_ns));
+    assert_eq!(calls.len(), of_type(&events, "RETURN").len());
+    // Sampling went on after the switch.
+    assert!(of_type(&events, "SAMPLE")
+        .iter()
+        .any(|s| s["time_ns"].as_u64().unwrap() > switch_ns + 500_000_000));
+
+    // The calls are the fixture's items from the first timed one to the
+    // last, each once.
+    let items = fixture_items(&rec.stdout());
+    let seqs: Vec<u64> = calls
+        .iter()
+        .map(|c| c["params"][0]["value"].as_u64().expect("seq argument"))
+        .collect();
+    let first = seqs[0];
+    assert!(first > 0, "items of the warm-up are not timed");
+    assert_eq!(
+        seqs,
+        (first..first + seqs.len() as u64).collect::<Vec<_>>(),
+        "consecutive items"
+    );
+    let after: Vec<u64> = items
+        .iter()
+        .filter(|(s, _)| *s >= first)
+        .map(|(_, ns)| *ns)
+        .collect();
+    assert_eq!(
+        after.len(),
+        seqs.len(),
+        "every item handled after instrumentation started was timed"
+    );
+
+    // vmview's latency against the fixture's own, over the same items.
+    let doc = reactions_json(&rec.trace);
+    let timing = &doc["timing"];
+    assert_eq!(timing["status"], "timed");
+    assert_eq!(timing["warmup"], "1s");
+    let h = &timing["handlers"][0];
+    assert_eq!(
+        (&h["class"], &h["method"]),
+        (&Value::from("fx.Latency$Consumer"), &Value::from("handle"))
+    );
+    assert_eq!(h["events"].as_u64().unwrap(), after.len() as u64);
+    let mut sorted = after.clone();
+    sorted.sort_unstable();
+    let mean = after.iter().sum::<u64>() / after.len() as u64;
+    for (key, want) in [
+        ("mean_ns", mean),
+        ("p50_ns", percentile(&sorted, 0.50)),
+        ("p90_ns", percentile(&sorted, 0.90)),
+        ("p99_ns", percentile(&sorted, 0.99)),
+        ("max_ns", *sorted.last().unwrap()),
+    ] {
+        let got = h[key].as_u64().unwrap();
+        let tolerance = 250_000 + want / 50;
+        assert!(
+            got.abs_diff(want) <= tolerance,
+            "{key}: vmview {got} ns, fixture {want} ns (tolerance {tolerance} ns)"
+        );
+    }
+    // The handler found over the whole trace carries the same latency.
+    let handler = doc["handlers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["method"] == "handle")
+        .expect("handle is still found over the whole trace");
+    assert_eq!(handler["type"], "NODE_WAIT");
+    assert_eq!(handler["latency"]["events"], h["events"]);
+
+    let text = reactions_out(&rec.trace, "text");
+    assert!(
+        text.contains("handler latency\n  instrumented at ")
+            && text.contains("after the 1s warm-up"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with(&format!("{} ", after.len()))
+                && l.ends_with("fx.Latency$Consumer.handle")),
+        "{text}"
+    );
+    let xml = reactions_out(&rec.trace, "xml");
+    let count = format!("COUNT='{}'", after.len());
+    assert!(
+        xml.lines()
+            .any(|l| l.contains("<EVENT METHOD='fx.Latency$Consumer@handle'")
+                && l.contains(&count)
+                && l.contains(" P99='")),
+        "{xml}"
+    );
+    assert!(xml.contains("<TIMING STATUS='timed' WARMUP='1s'"), "{xml}");
+    assert!(
+        xml.contains("<HANDLER METHOD='fx.Latency$Consumer@handle'"),
+        "{xml}"
+    );
+    assert_eq!(
+        xml.matches("<TIMING").count(),
+        xml.matches("</TIMING>").count()
+    );
+    assert!(xml.trim_end().ends_with("</REACTIONS>"));
+}
+
+#[test]
+fn reactions_of_a_program_that_ends_in_the_warmup_say_so_and_the_trace_is_valid() {
+    let rec = record(
+        &[
+            "--reactions",
+            "--reactions-after",
+            "5s",
+            "--interval",
+            "5ms",
+        ],
+        &[],
+        "fx.Latency",
+        &["300"],
+    );
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    let stderr = rec.stderr();
+    assert!(
+        stderr.contains("before the 5s warm-up ended: no handler was chosen or timed"),
+        "{stderr}"
+    );
+    let events = rec.events();
+    assert!(of_type(&events, "REACTION_HANDLERS").is_empty());
+    assert!(of_type(&events, "CALL").is_empty());
+    assert!(!of_type(&events, "SAMPLE").is_empty());
+    let doc = reactions_json(&rec.trace);
+    assert_eq!(doc["timing"]["status"], "ended_before_warmup");
+    assert_eq!(doc["timing"]["handlers"], serde_json::json!([]));
+    let text = reactions_out(&rec.trace, "text");
+    assert!(
+        text.contains("handler latency\n  none: the program ended at ")
+            && text.contains("before the 5s warm-up ended"),
+        "{text}"
+    );
+    let xml = reactions_out(&rec.trace, "xml");
+    assert!(
+        xml.contains("<TIMING STATUS='ended_before_warmup' WARMUP='5s' SAMPLES='0' />"),
+        "{xml}"
+    );
+}
+
+#[test]
+fn reactions_without_a_handler_say_so_in_the_trace_and_the_output() {
+    // fx.Loop computes on the main thread only: no loop waits for events.
+    let rec = record(
+        &[
+            "--reactions",
+            "--reactions-after",
+            "300ms",
+            "--interval",
+            "5ms",
+        ],
+        &[],
+        "fx.Loop",
+        &["900"],
+    );
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    let stderr = rec.stderr();
+    assert!(
+        stderr.contains("reactions: no event handler found in 300ms of samples"),
+        "{stderr}"
+    );
+    let events = rec.events();
+    let chosen = of_type(&events, "REACTION_HANDLERS");
+    assert_eq!(chosen.len(), 1);
+    assert_eq!(chosen[0]["handlers"], serde_json::json!([]));
+    assert!(chosen[0]["samples"].as_u64().unwrap() > 0);
+    assert!(of_type(&events, "CALL").is_empty(), "nothing instrumented");
+    let doc = reactions_json(&rec.trace);
+    assert_eq!(doc["timing"]["status"], "no_handler");
+    let text = reactions_out(&rec.trace, "text");
+    assert!(
+        text.contains("none: no event handler was found in the 300ms warm-up"),
+        "{text}"
+    );
+}
+
+#[test]
+fn reactions_with_mode_jvmti_is_refused_before_java_starts() {
+    let rec = record(&["--reactions", "--mode", "jvmti"], &[], "fx.Hello", &[]);
+    assert!(!rec.output.status.success());
+    let err = rec.stderr();
+    assert!(
+        err.contains("reactions") && err.contains("mode=bci"),
+        "{err}"
+    );
+    assert!(!rec.trace.exists());
+}
