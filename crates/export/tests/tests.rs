@@ -431,6 +431,14 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
                 insn: b.s("invokevirtual java/io/PrintStream.println:(Ljava/lang/String;)V"),
             },
         ),
+        ev(
+            clerk,
+            EventKind::ReactionHandlers {
+                samples: 480,
+                handlers: vec![check],
+                skipped: vec![],
+            },
+        ),
         ev(ThreadRef(9), EventKind::ThreadEnd),
         ev(clerk, EventKind::ThreadEnd),
     ];
@@ -521,6 +529,7 @@ fn jsonl_keys_per_event_type() {
             "CALIBRATION" => vec!["record", "cost_ps"],
             "MONITOR_ENTER" | "MONITOR_EXIT" => vec!["monitor", "depth"],
             "BYTECODE" => vec!["class", "method", "sig", "loc", "insn"],
+            "REACTION_HANDLERS" => vec!["samples", "handlers", "skipped"],
             other => panic!("unexpected type {other}"),
         }
     };
