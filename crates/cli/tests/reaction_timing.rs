@@ -7,9 +7,11 @@
 //! the end of the warm-up, so the trace's calls must be exactly the
 //! fixture's items from the first timed one on (matched by the item number,
 //! the handler's first argument: consecutive, none missing, up to the last
-//! item), and the latency percentiles of `vmview reactions` must agree with
-//! the fixture's own over those same items within the README's tolerance:
-//! 0.25 ms + 2% of the fixture's value.
+//! item); item by item the trace's latency is at most the fixture's and,
+//! for 95% of the items, within 0.25 ms + 2% of it; and each percentile of
+//! `vmview reactions` lies between the fixture's own at ranks p - 2% and p,
+//! within 0.25 ms + 2% of the fixture's value (README: "What the test
+//! checks").
 
 use serde_json::Value;
 
@@ -125,7 +127,33 @@ fn reactions_time_the_queue_handler_as_the_fixture_measures_it() {
         "every item handled after instrumentation started was timed"
     );
 
-    // vmview's latency against the fixture's own, over the same items.
+    // Item by item: the probe's window lies inside the fixture's, so the
+    // trace's latency is at most the fixture's, and close to it unless a
+    // preemption fell between the two clock reads.
+    let returns = of_type(&events, "RETURN");
+    let traced: Vec<u64> = returns
+        .iter()
+        .map(|r| r["elapsed_ns"].as_u64().expect("elapsed_ns"))
+        .collect();
+    let tolerance = |v: u64| 250_000 + v / 50;
+    let mut close = 0;
+    for (i, (t, f)) in traced.iter().zip(&after).enumerate() {
+        assert!(
+            *t <= f + 50_000,
+            "item {}: trace {t} ns > fixture {f} ns",
+            first + i as u64
+        );
+        close += usize::from(f - t.min(f) <= tolerance(*f));
+    }
+    assert!(
+        close * 100 >= after.len() * 95,
+        "{close} of {} items within tolerance",
+        after.len()
+    );
+
+    // vmview's latency against the fixture's own, over the same items:
+    // each percentile between the fixture's at ranks p - 2% and p, within
+    // 0.25 ms + 2% (README: "What the test checks").
     let doc = reactions_json(&rec.trace);
     let timing = &doc["timing"];
     assert_eq!(timing["status"], "timed");
@@ -138,21 +166,26 @@ fn reactions_time_the_queue_handler_as_the_fixture_measures_it() {
     assert_eq!(h["events"].as_u64().unwrap(), after.len() as u64);
     let mut sorted = after.clone();
     sorted.sort_unstable();
-    let mean = after.iter().sum::<u64>() / after.len() as u64;
-    for (key, want) in [
-        ("mean_ns", mean),
-        ("p50_ns", percentile(&sorted, 0.50)),
-        ("p90_ns", percentile(&sorted, 0.90)),
-        ("p99_ns", percentile(&sorted, 0.99)),
-        ("max_ns", *sorted.last().unwrap()),
+    for (key, q) in [
+        ("p50_ns", 0.50),
+        ("p90_ns", 0.90),
+        ("p99_ns", 0.99),
+        ("max_ns", 1.0),
     ] {
         let got = h[key].as_u64().unwrap();
-        let tolerance = 250_000 + want / 50;
+        let (low, high) = (percentile(&sorted, q - 0.02), percentile(&sorted, q));
         assert!(
-            got.abs_diff(want) <= tolerance,
-            "{key}: vmview {got} ns, fixture {want} ns (tolerance {tolerance} ns)"
+            got + tolerance(low) >= low && got <= high + tolerance(high),
+            "{key}: vmview {got} ns, fixture {low}..{high} ns at ranks {}..{q}",
+            q - 0.02
         );
     }
+    let mean = traced.iter().sum::<u64>() / traced.len() as u64;
+    assert!(
+        h["mean_ns"].as_u64().unwrap().abs_diff(mean) <= 1,
+        "the mean of the calls' own latencies"
+    );
+    assert_eq!(h["max_ns"].as_u64().unwrap(), *traced.iter().max().unwrap());
     // The handler found over the whole trace carries the same latency.
     let handler = doc["handlers"]
         .as_array()
