@@ -117,6 +117,27 @@ fn tsc() -> u64 {
 
 /// The TSC clock, if the kernel keeps time with the TSC and the measured
 /// rate is plausible (0.1 to 10 GHz).
+/// A TSC reading and the `Instant` time it corresponds to: of several
+/// tries, the one whose TSC read sat between the closest two clock reads.
+/// A thread preempted between a clock read and a TSC read would skew the
+/// rate by the preemption over the calibration span (measured: 5 % at load
+/// 15 on 2 cores, with one unbracketed pair at each end); `None` when no
+/// try was bracketed within 2 µs, and the agent keeps `Instant`.
+fn paired_reading(start: Instant) -> Option<(Duration, u64)> {
+    let mut best: Option<(Duration, Duration, u64)> = None;
+    for _ in 0..16 {
+        let before = start.elapsed();
+        let t = tsc();
+        let after = start.elapsed();
+        let width = after.saturating_sub(before);
+        if best.is_none_or(|(w, _, _)| width < w) {
+            best = Some((width, before + width / 2, t));
+        }
+    }
+    let (width, ns, t) = best?;
+    (width <= Duration::from_micros(2)).then_some((ns, t))
+}
+
 fn calibrate(start: Instant) -> Option<TscClock> {
     if !cfg!(target_arch = "x86_64") {
         return None;
@@ -127,14 +148,12 @@ fn calibrate(start: Instant) -> Option<TscClock> {
     if source.trim() != "tsc" {
         return None;
     }
-    let (ns0, tsc0) = (start.elapsed(), tsc());
+    let (ns0, tsc0) = paired_reading(start)?;
     let until = ns0 + Duration::from_millis(2);
-    let mut ns1 = start.elapsed();
-    while ns1 < until {
+    while start.elapsed() < until {
         std::hint::spin_loop();
-        ns1 = start.elapsed();
     }
-    let tsc1 = tsc();
+    let (ns1, tsc1) = paired_reading(start)?;
     let ns = (ns1 - ns0).as_nanos() as u64;
     let ticks = tsc1.checked_sub(tsc0)?;
     if ticks < ns / 10 || ticks > ns * 10 {
