@@ -98,22 +98,20 @@ pub struct ThreadEvents {
 }
 
 impl ThreadEvents {
-    /// Takes the next event out of its block, with the heap bytes it was
-    /// charged.
-    pub fn take(&mut self) -> Option<(Event, u64)> {
+    /// Takes the next event out of its block, still packed (the writer
+    /// sorts 40-byte slots, not whole events).
+    pub fn take(&mut self) -> Option<Slot> {
         let s = self.segments.front_mut()?;
         // SAFETY: slot `next` is published (`next < end`, `end` read with
         // acquire) and not taken yet; `taken` moves past it at once, so it
         // is read out exactly once.
         let slot = unsafe { (*s.block.slots[s.next].get()).assume_init_read() };
-        let heap = slot.heap_bytes();
-        let ev = slot.unpack();
         s.next += 1;
         s.block.taken.store(s.next, Ordering::Relaxed);
         if s.next == s.end {
             self.segments.pop_front();
         }
-        Some((ev, heap))
+        Some(slot)
     }
 }
 
@@ -301,9 +299,9 @@ impl Buffers {
     pub fn drain(&self, out: &mut Vec<Event>) {
         let mut heap = 0;
         for mut t in self.snapshot() {
-            while let Some((ev, bytes)) = t.take() {
-                heap += bytes;
-                out.push(ev);
+            while let Some(slot) = t.take() {
+                heap += slot.heap_bytes();
+                out.push(slot.unpack());
             }
         }
         self.retire(heap);

@@ -78,6 +78,11 @@ impl Drop for Slot {
 }
 
 impl Slot {
+    /// The event's time, for ordering slots before they are unpacked.
+    pub fn time_ns(&self) -> u64 {
+        self.time_ns
+    }
+
     fn tag(&self) -> u32 {
         self.depth_tag >> 24
     }

@@ -16,6 +16,7 @@
 
 use crate::agent::Agent;
 use crate::clock;
+use crate::slot::Slot;
 use crate::threads::unknown_thread;
 use std::fs::File;
 use std::io::BufWriter;
@@ -72,7 +73,7 @@ struct Writer {
     /// stays bounded, but nothing more is written.
     out: Option<TraceWriter<BufWriter<File>>>,
     /// Events taken from the buffers, sorted by time, not yet written.
-    held: Vec<Event>,
+    held: Vec<Slot>,
     symbols: Vec<Symbol>,
     next_id: u64,
     last_time: u64,
@@ -190,44 +191,37 @@ impl Writer {
     ///
     /// Events are sorted, not merged per thread, because a thread's events
     /// are not always in time order: a THROW whose catch site was not yet
-    /// known is pushed after the calls that followed it.
+    /// known is pushed after the calls that followed it. (A thread's events
+    /// are mostly in order, so the stable sort finds runs and merges them.)
+    ///
+    /// Held events stay packed in their 40-byte [`Slot`]s while they are
+    /// sorted; each is unpacked only to be written, in one pass that also
+    /// numbers it and counts it for `adapt=`. The writer's work is memory
+    /// traffic: a busy thread produces millions of events a second, and
+    /// the held ones span more than the caches.
     fn round(&mut self, everything: bool) {
         let mut heap_bytes = 0;
         for mut t in self.agent.buffers.snapshot() {
-            while let Some((ev, bytes)) = t.take() {
-                heap_bytes += bytes;
-                self.held.push(ev);
+            while let Some(slot) = t.take() {
+                heap_bytes += slot.heap_bytes();
+                self.held.push(slot);
             }
         }
         self.agent.buffers.retire(heap_bytes);
         self.agent.symbols.drain_pending(&mut self.symbols);
         // Stable: one thread's events with equal times keep their order.
-        self.held.sort_by_key(|e| e.time_ns);
+        self.held.sort_by_key(Slot::time_ns);
         let cutoff = if everything {
             u64::MAX
         } else {
             clock::now_ns().saturating_sub(HOLD_BACK_NS)
         };
-        let ready = self.held.partition_point(|e| e.time_ns < cutoff);
+        let ready = self.held.partition_point(|e| e.time_ns() < cutoff);
         let dropped = self.agent.buffers.dropped() - self.drops_reported;
         if dropped > 0 {
             self.agent_thread();
         }
         self.drops_reported += dropped;
-
-        let (mut calls, mut deepest) = (0u64, 0u32);
-        for e in &self.held[..ready] {
-            match &e.kind {
-                EventKind::Call { depth, .. } => {
-                    calls += 1;
-                    deepest = deepest.max(*depth);
-                }
-                EventKind::Return { .. } => calls += 1,
-                _ => {}
-            }
-        }
-        self.adapt.calls += calls;
-        self.adapt.deepest = self.adapt.deepest.max(deepest);
 
         let Some(mut out) = self.out.take() else {
             self.symbols.clear();
@@ -238,44 +232,59 @@ impl Writer {
         // Event times count from the agent's first start; a recording
         // started later counts from its own start.
         let origin = self.agent.time_origin_ns;
-        for e in self.held[..ready].iter_mut() {
-            e.id = self.next_id;
-            self.next_id += 1;
-            e.time_ns = e.time_ns.saturating_sub(origin);
-            self.last_time = self.last_time.max(e.time_ns);
-        }
-        let drop_report = match (dropped > 0, self.agent_thread) {
-            (true, Some(thread)) => {
-                let report = Event {
-                    id: self.next_id,
-                    time_ns: self.last_time,
-                    thread,
-                    kind: EventKind::Dropped { count: dropped },
-                };
-                self.next_id += 1;
-                Some(report)
-            }
-            _ => None,
-        };
-        self.agent
-            .written
-            .store(self.next_id - 1, Ordering::Relaxed);
+        let first_id = self.next_id;
         let symbols = std::mem::take(&mut self.symbols);
-        let events = &self.held[..ready];
+        let mut held = std::mem::take(&mut self.held);
+        let (mut calls, mut deepest, mut last_time) = (0u64, 0u32, self.last_time);
         let ok = self.attempt("write", || {
             for s in symbols {
                 out.define(s);
             }
-            for e in events.iter().chain(drop_report.iter()) {
-                out.write(e)?;
+            for (id, slot) in (first_id..).zip(held.drain(..ready)) {
+                let mut e = slot.unpack();
+                match &e.kind {
+                    EventKind::Call { depth, .. } => {
+                        calls += 1;
+                        deepest = deepest.max(*depth);
+                    }
+                    EventKind::Return { .. } => calls += 1,
+                    _ => {}
+                }
+                e.id = id;
+                e.time_ns = e.time_ns.saturating_sub(origin);
+                last_time = last_time.max(e.time_ns);
+                out.write(&e)?;
             }
             Ok(())
         });
-        self.held.drain(..ready);
+        // The drain removed all ready events, written or not (a failed
+        // write drops the rest of them).
+        self.held = held;
+        self.last_time = last_time;
+        self.adapt.calls += calls;
+        self.adapt.deepest = self.adapt.deepest.max(deepest);
+        self.next_id = first_id + ready as u64;
+        let ok = ok.and_then(|()| {
+            if dropped == 0 {
+                return Some(());
+            }
+            let thread = self.agent_thread?;
+            let report = Event {
+                id: self.next_id,
+                time_ns: self.last_time,
+                thread,
+                kind: EventKind::Dropped { count: dropped },
+            };
+            self.next_id += 1;
+            self.attempt("write", || out.write(&report))
+        });
+        self.agent
+            .written
+            .store(self.next_id - 1, Ordering::Relaxed);
         if ok.is_some() {
             self.out = Some(out);
         } else {
-            self.lost += ready as u64 + u64::from(drop_report.is_some());
+            self.lost += ready as u64 + u64::from(dropped > 0);
         }
         if self.agent.options.adapt.is_some() && !everything {
             self.adapt_window();
