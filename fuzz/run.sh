@@ -23,7 +23,7 @@ mkdir -p "corpus/$target"
 # shorter; longer inputs only hold longer regular expressions, whose
 # compilation is most of each execution). Later arguments override these.
 extra=()
-[ -f "$target.dict" ] && extra+=(-dict="$target.dict")
+[ -f "$target.dict" ] && extra+=(-dict="$PWD/$target.dict")
 case $target in
 filter_expr) extra+=(-max_len=256) ;;
 esac
