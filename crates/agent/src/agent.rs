@@ -76,6 +76,14 @@ pub struct Agent {
     /// The depth window in force (`depth=`, moved by `adapt=`), packed
     /// by [`pack_window`].
     pub window: AtomicU64,
+    /// Whether calls are traced now, read once per probe ([`Agent::tracing`]):
+    /// [`TRACING_OFF`] between the periods of `period=`, else a number
+    /// that changes with each period.
+    pub tracing: AtomicU32,
+    /// Events stamped from this time on wait in the writer: PERIOD_START
+    /// events (stamped before the stacks they carry are taken) are on
+    /// their way. `u64::MAX` when nothing is held.
+    pub hold_from: AtomicU64,
     phase: AtomicU8,
     writer: Mutex<Option<WriterThread>>,
     reported: AtomicBool,
@@ -323,6 +331,8 @@ fn create(
         sampler: Default::default(),
         reactions: Default::default(),
         window: AtomicU64::new(pack_window(options_depth)),
+        tracing: AtomicU32::new(TRACING_ALWAYS),
+        hold_from: AtomicU64::new(u64::MAX),
         phase: AtomicU8::new(LOADED),
         writer: Mutex::new(None),
         reported: AtomicBool::new(false),
@@ -541,6 +551,16 @@ fn missing_capabilities(
         .collect()
 }
 
+/// [`Agent::tracing`] between two periods of `period=`.
+pub const TRACING_OFF: u32 = 0;
+/// [`Agent::tracing`] without `period=` (and while calibrating).
+pub const TRACING_ALWAYS: u32 = u32::MAX;
+
+/// [`Agent::tracing`] during period `n` (from 0) of `period=`.
+pub fn tracing_in_period(n: u32) -> u32 {
+    (n % (u32::MAX - 1)) + 1
+}
+
 /// A depth window in one word: `min` in the high half, `max` in the low
 /// one (`u32::MAX` for no bound), so a probe reads it with one load.
 pub fn pack_window(w: vmview_options::DepthWindow) -> u64 {
@@ -561,6 +581,15 @@ impl Agent {
     pub fn in_window(&self, depth: u32) -> bool {
         let v = self.window.load(Ordering::Relaxed);
         depth >= (v >> 32) as u32 && depth <= v as u32
+    }
+
+    /// Whether calls are traced now (`period=`): [`TRACING_OFF`], or a
+    /// value a thread compares with the one its open calls were traced
+    /// under ([`crate::threads::ThreadState::enter_period`]). One relaxed
+    /// load: the call path reads it before anything else.
+    #[inline]
+    pub fn tracing(&self) -> u32 {
+        self.tracing.load(Ordering::Relaxed)
     }
 
     pub fn is_live(&self) -> bool {
@@ -616,6 +645,10 @@ impl Agent {
                     s.emit(self, time, window)
                 });
             }
+            if self.options.period.is_some() {
+                // Off until the sampler thread begins the first period.
+                self.tracing.store(TRACING_OFF, Ordering::Relaxed);
+            }
             if let Err(err) = self.capture.start(self, jni) {
                 self.problems.capture(|| err);
             }
@@ -625,7 +658,7 @@ impl Agent {
                 self.problems.capture(|| err);
             }
         }
-        if plan.samples {
+        if plan.samples || crate::sampler::wanted(self, plan.calls) {
             crate::sampler::start(self, jni);
         }
     }

@@ -836,6 +836,31 @@ impl Jni {
         LocalRef::new(self, t)
     }
 
+    /// Calls the static `void` method `name` `sig` of `class`; false
+    /// (exception cleared) when there is none or it threw.
+    pub fn call_static_void(
+        self,
+        class: sys::jclass,
+        name: &CStr,
+        sig: &CStr,
+        args: &[sys::jvalue],
+    ) -> bool {
+        let m = jni!(
+            self.0,
+            GetStaticMethodID,
+            class,
+            name.as_ptr(),
+            sig.as_ptr()
+        )
+        .unwrap_or(ptr::null_mut());
+        if m.is_null() {
+            self.clear_exception();
+            return false;
+        }
+        jni!(self.0, CallStaticVoidMethodA, class, m, args.as_ptr());
+        !self.clear_exception()
+    }
+
     pub fn delete_local_ref(self, r: sys::jobject) {
         if !r.is_null() {
             jni!(self.0, DeleteLocalRef, r);

@@ -15,6 +15,11 @@
 //! handshake per thread, so they are asked only in ticks where some thread
 //! is BLOCKED — when they say who holds what the blocked thread wants.
 //!
+//! The same thread keeps the time of `period=`: it switches call tracing
+//! on and off ([`Agent::tracing`]) and writes PERIOD_START, with every
+//! thread's stack, and PERIOD_END (see [`Sampler::begin_period`]). It runs
+//! when samples or periods are asked for.
+//!
 //! "IO" is not a JVMTI state: a runnable thread in native code is IO when
 //! one of its top frames is a known I/O method ([`BUILTIN_IO`], plus the
 //! `io=` globs), else RUN. Some natives block while JVMTI calls the thread
@@ -34,12 +39,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use vmview_format::{
-    Event, EventKind, Loc, MethodId, Monitor, StackId, StackSymbol, Symbol, ThreadState,
+    Event, EventKind, Loc, MethodId, Monitor, StackId, StackSymbol, Symbol, ThreadRef, ThreadState,
 };
-use vmview_options::ClassFilter;
+use vmview_options::{ClassFilter, EventGroup, TracePeriod};
 
 /// Deepest stack recorded; deeper frames (towards the base) are cut.
 pub const MAX_DEPTH: i32 = 64;
+/// Deepest stack a PERIOD_START carries: its frames give the depths of
+/// the calls open when the period began, so it is cut only past this.
+const MAX_PERIOD_DEPTH: i32 = 4096;
+/// How far apart a period switch and the time stamp of its PERIOD_START
+/// or PERIOD_END are kept, so that the time stamps of the calls traced
+/// in the period, taken on other cores, fall strictly inside it.
+const SWITCH_MARGIN_NS: u64 = 2_000;
 /// How many top frames are searched for an I/O method: the native call
 /// sits under a few JDK wrappers at most (`Net.poll` under `park`).
 const IO_SEARCH_DEPTH: usize = 4;
@@ -101,6 +113,12 @@ pub struct Control {
     state: Mutex<(bool, bool)>,
     wake: Condvar,
     started: AtomicBool,
+}
+
+/// Whether the recording needs the sampler thread: for samples, or for
+/// the periods of `period=` when calls are traced.
+pub fn wanted(agent: &Agent, calls: bool) -> bool {
+    agent.options.events.contains(EventGroup::Samples) || (calls && agent.options.period.is_some())
 }
 
 /// Starts the sampler thread (at VMInit). Problems are counted, never fatal.
@@ -183,6 +201,18 @@ struct Frame {
     io: bool,
     /// A native on the wait list.
     wait: bool,
+    /// A method of the agent's own classes (`vmview.Probe`): not part of
+    /// a PERIOD_START stack.
+    agent: bool,
+}
+
+/// Where `period=` stands.
+struct PeriodClock {
+    period: TracePeriod,
+    /// The number of the current or next period.
+    number: u32,
+    on: bool,
+    next: Instant,
 }
 
 /// What a thread's top frames add to its JVMTI state bits.
@@ -212,6 +242,11 @@ struct Sampler {
     walk: Walk,
     /// With `reactions`: the warm-up's handler detection.
     reactions: Option<crate::reactions::Detector>,
+    /// Whether SAMPLE events are asked for.
+    samples: bool,
+    periods: Option<PeriodClock>,
+    /// This thread's handle, once it wrote an event.
+    me: Option<ThreadRef>,
 }
 
 /// How a tick takes the stacks.
@@ -261,37 +296,219 @@ impl Sampler {
                 .is_ok_and(|c| c.can_get_owned_monitor_stack_depth_info() != 0),
             walk: Walk::from_env(),
             reactions: crate::reactions::Detector::new(agent),
+            samples: agent.options.events.contains(EventGroup::Samples),
+            periods: agent
+                .options
+                .period
+                .filter(|_| agent.tracing() != crate::agent::TRACING_ALWAYS)
+                .map(|period| PeriodClock {
+                    period,
+                    number: 0,
+                    on: false,
+                    next: Instant::now(),
+                }),
+            me: None,
         }
     }
 
     fn run(&mut self, jni: Jni) {
-        let c = &self.agent.sampler;
         let interval = self.agent.options.interval;
-        let mut next = Instant::now() + interval;
+        let mut next_sample = self.samples.then(|| Instant::now() + interval);
         loop {
-            {
-                let mut st = c.state.lock().unwrap_or_else(|e| e.into_inner());
-                loop {
-                    if st.0 {
-                        return;
-                    }
-                    let left = next.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        break;
-                    }
-                    st = c
-                        .wake
-                        .wait_timeout(st, left)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+            let next_switch = self.periods.as_ref().map(|p| p.next);
+            let Some(next) = next_sample.into_iter().chain(next_switch).min() else {
+                return;
+            };
+            let stopping = self.wait_until(next);
+            if stopping || !self.agent.is_live() {
+                // A period still on ends with the recording.
+                if self.periods.as_ref().is_some_and(|p| p.on) {
+                    jni.with_local_frame(64, || self.end_period(jni));
                 }
-            }
-            if !self.agent.is_live() {
                 return;
             }
-            jni.with_local_frame(512, || self.tick(jni));
-            // A tick that overran starts the next period now, not in a burst.
-            next = (next + interval).max(Instant::now());
+            let now = Instant::now();
+            if next_switch.is_some_and(|t| t <= now) {
+                jni.with_local_frame(512, || self.switch_period(jni));
+            }
+            if let Some(t) = next_sample.filter(|t| *t <= now) {
+                jni.with_local_frame(512, || self.tick(jni));
+                // A tick that overran starts the next interval now, not in
+                // a burst.
+                next_sample = Some((t + interval).max(Instant::now()));
+            }
+        }
+    }
+
+    /// Waits until `next` or the stop request; true when stopping.
+    fn wait_until(&self, next: Instant) -> bool {
+        let c = &self.agent.sampler;
+        let mut st = c.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if st.0 {
+                return true;
+            }
+            let left = next.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            st = c
+                .wake
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Begins the next period or ends the current one, and sets the time
+    /// of the next switch.
+    fn switch_period(&mut self, jni: Jni) {
+        let Some(p) = &self.periods else { return };
+        if p.on {
+            self.end_period(jni);
+        } else {
+            self.begin_period(jni);
+        }
+        if let Some(p) = &mut self.periods {
+            let length = if p.on { p.period.on } else { p.period.off };
+            // A switch that came late does not shorten the next period.
+            p.next = (p.next + length).max(Instant::now() + length / 2);
+        }
+    }
+
+    /// Switches call tracing on and writes one PERIOD_START per thread
+    /// with its stack. The events' time is taken before tracing goes on
+    /// and the stacks after, so every call traced in the period is later
+    /// than its PERIOD_START and every frame whose RETURN the period can
+    /// see is in the stack; events younger than the PERIOD_STARTs wait in
+    /// the writer until they are queued ([`Agent::hold_from`]).
+    fn begin_period(&mut self, jni: Jni) {
+        let agent = self.agent;
+        let Some(number) = self.periods.as_ref().map(|p| p.number) else {
+            return;
+        };
+        let start = clock::now_ns();
+        agent.hold_from.store(start, Ordering::Release);
+        agent.capture.set_tracing(agent, true);
+        while clock::now_ns() <= start + SWITCH_MARGIN_NS {
+            std::hint::spin_loop();
+        }
+        agent
+            .tracing
+            .store(crate::agent::tracing_in_period(number), Ordering::Relaxed);
+        // The period's first PERIOD_START, on this thread with no stack:
+        // it says the period began even when no thread is in traced code.
+        let me = self.own_thread(jni);
+        self.scratch.clear();
+        let empty = self.intern_stack();
+        agent.buffers.push(
+            &mut self.buffer,
+            Event {
+                id: 0,
+                time_ns: start,
+                thread: me,
+                kind: EventKind::PeriodStart {
+                    period: number,
+                    stack: empty,
+                },
+            },
+        );
+        match agent.jvmti.all_stack_traces(MAX_PERIOD_DEPTH) {
+            Ok(traces) => {
+                for t in traces.iter() {
+                    if t.frames.is_empty() || t.state & sys::JVMTI_THREAD_STATE_ALIVE == 0 {
+                        continue;
+                    }
+                    if t.frames.len() >= MAX_PERIOD_DEPTH as usize {
+                        agent.problems.capture(|| {
+                            format!(
+                                "a thread's stack was over {MAX_PERIOD_DEPTH} frames deep when a period began: its calls of that period hang at the wrong depth"
+                            )
+                        });
+                    }
+                    self.scratch.clear();
+                    // From the innermost frame of a traced method down: the
+                    // frames above it (the probe the thread is in, untraced
+                    // code it called) have no RETURN to come, and a call
+                    // they make belongs under that traced frame. The
+                    // untraced frames below stay, so that the frames'
+                    // positions are their depths. A thread in no traced
+                    // method gets no PERIOD_START.
+                    let Some(top) = t.frames.iter().position(|f| {
+                        let frame = self.frame(jni, f.method);
+                        frame.info.traced && !frame.info.native && !frame.agent
+                    }) else {
+                        continue;
+                    };
+                    for f in &t.frames[top..] {
+                        let frame = self.frame(jni, f.method);
+                        let loc = frame.info.loc(agent, f.method, f.location);
+                        let id = frame.id;
+                        self.scratch.push((id, loc));
+                    }
+                    let stack = self.intern_stack();
+                    let thread = agent.threads.thread_ref(agent, jni, t.thread);
+                    agent.buffers.push(
+                        &mut self.buffer,
+                        Event {
+                            id: 0,
+                            time_ns: start,
+                            thread,
+                            kind: EventKind::PeriodStart {
+                                period: number,
+                                stack,
+                            },
+                        },
+                    );
+                }
+            }
+            Err(e) => agent.problems.jvmti(e),
+        }
+        agent.hold_from.store(u64::MAX, Ordering::Release);
+        if let Some(p) = &mut self.periods {
+            p.on = true;
+        }
+    }
+
+    /// This thread's handle, for the period events.
+    fn own_thread(&mut self, jni: Jni) -> ThreadRef {
+        let agent = self.agent;
+        *self
+            .me
+            .get_or_insert_with(|| match agent.jvmti.current_thread(jni) {
+                Ok(t) if !t.is_null() => agent.threads.thread_ref(agent, jni, t.get()),
+                _ => agent.threads.vm_thread_ref(agent),
+            })
+    }
+
+    /// Switches call tracing off and writes PERIOD_END, timed after the
+    /// last call the period traced.
+    fn end_period(&mut self, jni: Jni) {
+        let agent = self.agent;
+        let Some(number) = self.periods.as_ref().map(|p| p.number) else {
+            return;
+        };
+        agent
+            .tracing
+            .store(crate::agent::TRACING_OFF, Ordering::Relaxed);
+        agent.capture.set_tracing(agent, false);
+        let off = clock::now_ns();
+        while clock::now_ns() <= off + SWITCH_MARGIN_NS {
+            std::hint::spin_loop();
+        }
+        let me = self.own_thread(jni);
+        agent.buffers.push(
+            &mut self.buffer,
+            Event {
+                id: 0,
+                time_ns: clock::now_ns(),
+                thread: me,
+                kind: EventKind::PeriodEnd { period: number },
+            },
+        );
+        if let Some(p) = &mut self.periods {
+            p.on = false;
+            p.number = p.number.wrapping_add(1);
         }
     }
 
@@ -386,13 +603,23 @@ impl Sampler {
         self.frames.entry(method as usize).or_insert_with(|| {
             let info = agent.methods.get(agent, jni, method);
             let id = info.symbol(agent, jni, method);
-            let (io, wait) = if info.native {
+            let (io, wait, agent) = if info.native {
                 let name = qualified_name(agent, jni, method);
-                (io.matches(&name), wait.matches(&name))
+                (
+                    io.matches(&name),
+                    wait.matches(&name),
+                    name.starts_with("vmview."),
+                )
             } else {
-                (false, false)
+                (false, false, false)
             };
-            Frame { id, info, io, wait }
+            Frame {
+                id,
+                info,
+                io,
+                wait,
+                agent,
+            }
         })
     }
 

@@ -87,6 +87,23 @@ impl Slot {
         self.depth_tag >> 24
     }
 
+    /// Whether this is a CALL or RETURN of `method` (the writer drops the
+    /// calibration's).
+    pub fn is_call_of(&self, method: MethodId) -> bool {
+        match self.tag() {
+            BOXED => {
+                // SAFETY: as in `Drop`: a live box made by `pack`.
+                let ev = unsafe { &*(self.elapsed_or_box as *const Event) };
+                matches!(
+                    &ev.kind,
+                    EventKind::Call { method: m, .. } | EventKind::Return { method: m, .. }
+                        if *m == method
+                )
+            }
+            _ => self.method == method.0,
+        }
+    }
+
     /// The argument values of a CALL_PARAMS slot.
     ///
     /// # Safety

@@ -45,6 +45,8 @@ pub struct ThreadState {
     pub methods: PtrMap<Arc<MethodInfo>>,
     /// Traced calls in progress, innermost last.
     pub calls: Vec<OpenCall>,
+    /// The [`Agent::tracing`] value `calls` were traced under.
+    period: u32,
     /// Class of the exception unwinding the stack since the last THROW.
     pub unwinding: Option<StringId>,
     /// Argument values the probe buffered for the next `enter` (bci mode).
@@ -158,6 +160,7 @@ impl ThreadState {
             java: None,
             methods: PtrMap::default(),
             calls: Vec::new(),
+            period: crate::agent::TRACING_ALWAYS,
             unwinding: None,
             pending_args: Vec::new(),
             pending_throw: None,
@@ -173,6 +176,21 @@ impl ThreadState {
     /// The JNI environment of the callback in progress (none on a VM thread).
     pub fn jni(&self) -> Option<Jni> {
         self.java.map(|(jni, _)| jni)
+    }
+
+    /// Called by the call path with the [`Agent::tracing`] value it runs
+    /// under: when a new period of `period=` began since this thread's
+    /// last traced call, the calls it had open are forgotten (their
+    /// RETURNs went unseen between the periods) along with arguments
+    /// buffered for a call not traced and the monitors it held.
+    #[inline]
+    pub fn enter_period(&mut self, tracing: u32) {
+        if self.period != tracing {
+            self.period = tracing;
+            self.calls.clear();
+            self.pending_args.clear();
+            self.held.clear();
+        }
     }
 
     /// Queues an event of this thread, numbering the thread first if this

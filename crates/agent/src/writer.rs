@@ -200,22 +200,32 @@ impl Writer {
     /// traffic: a busy thread produces millions of events a second, and
     /// the held ones span more than the caches.
     fn round(&mut self, everything: bool) {
+        // Not past a PERIOD_START still being prepared: the calls of its
+        // period must not be written before it. Read before the buffers
+        // are: a hold lifted since has its PERIOD_STARTs in them, and a
+        // hold not yet set comes with a period whose calls are all later
+        // than this `now`.
+        let cutoff = if everything {
+            u64::MAX
+        } else {
+            let now = clock::now_ns();
+            let hold = self.agent.hold_from.load(Ordering::Acquire);
+            now.saturating_sub(HOLD_BACK_NS).min(hold)
+        };
         let mut heap_bytes = 0;
         for mut t in self.agent.buffers.snapshot() {
             while let Some(slot) = t.take() {
                 heap_bytes += slot.heap_bytes();
-                self.held.push(slot);
+                // The calibration's calls were made to be timed, not kept.
+                if !slot.is_call_of(crate::calibrate::CALIBRATION_METHOD) {
+                    self.held.push(slot);
+                }
             }
         }
         self.agent.buffers.retire(heap_bytes);
         self.agent.symbols.drain_pending(&mut self.symbols);
         // Stable: one thread's events with equal times keep their order.
         self.held.sort_by_key(Slot::time_ns);
-        let cutoff = if everything {
-            u64::MAX
-        } else {
-            clock::now_ns().saturating_sub(HOLD_BACK_NS)
-        };
         let ready = self.held.partition_point(|e| e.time_ns() < cutoff);
         let dropped = self.agent.buffers.dropped() - self.drops_reported;
         if dropped > 0 {

@@ -25,6 +25,12 @@
 //! counted, time from the period's start), and calls still open at
 //! PERIOD_END are closed there, so a period's tree holds exactly the time
 //! inside it. Merging the trees of all periods gives the whole trace's.
+//! A thread with no PERIOD_START of its own (it ran no traced method when
+//! the period began) joins the period at its first event with an empty
+//! stack.
+//! A RETURN of a frame missing from the stack (it returned while the
+//! agent was taking the stacks) becomes a context node closed there, under
+//! the frames that are.
 
 use std::collections::HashMap;
 
@@ -174,6 +180,44 @@ impl CallTree {
         }
     }
 
+    /// Drops nodes with no call, no time and nothing below them: frames of
+    /// a PERIOD_START stack that returned before the period saw them run
+    /// (a CALL at their depth showed they were gone).
+    fn prune_empty(&mut self) {
+        fn keep(t: &CallTree, n: u32, memo: &mut Vec<Option<bool>>) -> bool {
+            if let Some(k) = memo[n as usize] {
+                return k;
+            }
+            let node = t.node(n);
+            let mut k = node.stats != NodeStats::default();
+            for &c in &node.children {
+                k |= keep(t, c, memo);
+            }
+            memo[n as usize] = Some(k);
+            k
+        }
+        let mut memo = vec![None; self.nodes.len()];
+        let kept: Vec<bool> = (0..self.nodes.len() as u32)
+            .map(|n| n == Self::ROOT || keep(self, n, &mut memo))
+            .collect();
+        if kept.iter().all(|k| *k) {
+            return;
+        }
+        let mut out = CallTree::new();
+        out.nodes[0].stats = self.nodes[0].stats;
+        let mut work = vec![(CallTree::ROOT, CallTree::ROOT)];
+        while let Some((mine, theirs)) = work.pop() {
+            for &c in &self.nodes[theirs as usize].children {
+                if kept[c as usize] {
+                    let m = out.child(mine, self.nodes[c as usize].key);
+                    out.nodes[m as usize].stats = self.nodes[c as usize].stats;
+                    work.push((m, c));
+                }
+            }
+        }
+        *self = out;
+    }
+
     /// Sets the root's figures to the sum of its children's inclusive ones
     /// (the root has no time of its own).
     fn total_root(&mut self) {
@@ -307,6 +351,8 @@ struct ThreadBuild {
     /// Index in `periods` of the tree being built.
     current: Option<usize>,
     period: Option<u32>,
+    /// When the thread's current period began.
+    period_start: u64,
     stack: Vec<Frame>,
     records: u64,
     cost_ps: u64,
@@ -401,6 +447,8 @@ pub struct CallTreeBuilder {
     has_alloc: bool,
     unmatched_returns: u64,
     periods: Vec<u32>,
+    /// The period begun by the last PERIOD_START and not yet ended.
+    current_period: Option<u32>,
 }
 
 impl Default for CallTreeBuilder {
@@ -420,6 +468,7 @@ impl CallTreeBuilder {
             has_alloc: false,
             unmatched_returns: 0,
             periods: Vec::new(),
+            current_period: None,
         }
     }
 
@@ -437,6 +486,9 @@ impl CallTreeBuilder {
     }
 
     fn end_period(&mut self, period: u32, time: u64) {
+        if self.current_period == Some(period) {
+            self.current_period = None;
+        }
         for t in self.threads.values_mut() {
             if t.period == Some(period) {
                 t.close_all(time);
@@ -460,6 +512,7 @@ impl CallTreeBuilder {
             b.close_all(last);
             let mut periods = b.periods;
             for (_, tree) in &mut periods {
+                tree.prune_empty();
                 tree.total_root();
             }
             periods.retain(|(_, tree)| !tree.is_empty());
@@ -523,13 +576,27 @@ impl EventSink for CallTreeBuilder {
             return;
         }
         t.last_time = t.last_time.max(ev.time_ns);
+        if let (Some(p), false) = (
+            self.current_period,
+            matches!(ev.kind, EventKind::PeriodStart { .. }),
+        ) {
+            if t.period != Some(p) {
+                // No PERIOD_START of its own: joins with an empty stack.
+                t.close_all(ev.time_ns);
+                t.period = Some(p);
+                t.period_start = ev.time_ns;
+                t.current = None;
+            }
+        }
         match &ev.kind {
             EventKind::PeriodStart { period, stack } => {
                 if !self.periods.contains(period) {
                     self.periods.push(*period);
                 }
+                self.current_period = Some(*period);
                 t.close_all(ev.time_ns);
                 t.period = Some(*period);
+                t.period_start = ev.time_ns;
                 t.current = None;
                 let frames: Vec<MethodId> = syms
                     .stack(*stack)
@@ -624,6 +691,33 @@ impl EventSink for CallTreeBuilder {
                                 t.stack.pop();
                             }
                         }
+                        t.close_top(ev.time_ns, *metrics, c, r);
+                    }
+                    // A frame of the period's first moments, returned
+                    // before the PERIOD_START stack was taken: a context
+                    // node under the frames that were taken.
+                    None if t.period.is_some()
+                        && *depth > 0
+                        && t.stack.last().is_none_or(|f| f.depth < *depth) =>
+                    {
+                        let parent = t.parent_node();
+                        let node = t.tree().child(parent, NodeKey::Method(*method));
+                        let (c, r, start) = (t.cost_ps, t.records, t.period_start);
+                        t.stack.push(Frame {
+                            node,
+                            depth: *depth,
+                            monitor: None,
+                            start_ns: start,
+                            cpu: None,
+                            alloc: None,
+                            records: r,
+                            cost_ps: c,
+                            own_cost_ps: 0,
+                            child_wall: 0,
+                            child_comp: 0,
+                            child_cpu: 0,
+                            child_alloc: 0,
+                        });
                         t.close_top(ev.time_ns, *metrics, c, r);
                     }
                     None => self.unmatched_returns += 1,
@@ -1040,6 +1134,42 @@ mod tests {
             "cut at the period's end"
         );
         assert_eq!(stats(&p1, &[MAIN]).wall_incl_ns, 60 + 100);
+    }
+
+    #[test]
+    fn a_thread_without_its_own_period_start_joins_the_period() {
+        // t1 had no Java frame when period 0 began; its calls belong to
+        // period 0 all the same. t0's a() returned while the stacks were
+        // taken: not in its PERIOD_START stack (main only), it becomes a
+        // context node under main, timed from the period's start.
+        let t = build(&[
+            (
+                T0,
+                100,
+                EventKind::PeriodStart {
+                    period: 0,
+                    stack: StackId(0),
+                },
+            ),
+            (T0, 105, ret(A, 2)),
+            (T1, 110, call(B, 1)),
+            (T1, 120, ret(B, 1)),
+            (T0, 200, EventKind::PeriodEnd { period: 0 }),
+            (T1, 300, call(B, 1)),
+        ]);
+        let p0 = t.period(Some(0));
+        let b = p0
+            .path(&[NodeKey::Method(B)])
+            .expect("t1's call in period 0");
+        assert_eq!(p0.node(b).stats.calls, 1);
+        let a = p0
+            .path(&[NodeKey::Method(MAIN), NodeKey::Method(A)])
+            .expect("a() under main");
+        assert_eq!(p0.node(a).stats.calls, 0);
+        assert_eq!(p0.node(a).stats.wall_incl_ns, 5);
+        assert_eq!(t.unmatched_returns, 0);
+        // After the period ended, a call is outside every period.
+        assert_eq!(t.period(None).node(CallTree::ROOT).children.len(), 1);
     }
 
     #[test]

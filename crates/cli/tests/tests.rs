@@ -16,6 +16,7 @@ mod formats;
 mod locks;
 mod metrics;
 mod monitors;
+mod periods;
 mod reaction_timing;
 mod reactions;
 mod recording;

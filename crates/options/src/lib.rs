@@ -225,6 +225,16 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "period",
+        value: Some("ON/OFF"),
+        default: None,
+        help: "trace calls in periods, e.g. 100ms/900ms: CALL/RETURN for ON, then none for OFF (samples go on), repeated; each period starts with every thread's stack (PERIOD_START) and ends with PERIOD_END; vmview calltree --per-period shows one tree per period",
+        apply: |o, v| {
+            o.period = Some(TracePeriod::parse(v)?);
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "interval",
         value: Some("DURATION"),
         default: Some("10ms"),
@@ -333,6 +343,8 @@ pub struct AgentOptions {
     pub adapt: Option<u64>,
     /// Thread counters recorded on CALL and RETURN (`metrics=`).
     pub metrics: MetricSet,
+    /// Tracing periods (`period=`): calls traced only during ON.
+    pub period: Option<TracePeriod>,
     /// Extra `Class.method` globs whose native frames count as I/O.
     pub io: ClassFilter,
     /// Extra native `Class.method` globs that count as waiting (`wait=`).
@@ -361,6 +373,7 @@ impl Default for AgentOptions {
             depth: DepthWindow::ALL,
             adapt: None,
             metrics: MetricSet::default(),
+            period: None,
             io: ClassFilter::default(),
             wait: ClassFilter::default(),
             reactions: false,
@@ -752,6 +765,38 @@ impl DepthWindow {
     }
 }
 
+/// Periodic tracing (`period=ON/OFF`): calls are traced for `on`, then
+/// not for `off`, over and over, starting with an ON period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TracePeriod {
+    pub on: Duration,
+    pub off: Duration,
+}
+
+impl TracePeriod {
+    /// Parses `ON/OFF`, two durations (`100ms/900ms`, `1s/4s`).
+    pub fn parse(v: &str) -> Result<TracePeriod, String> {
+        let Some((on, off)) = v.split_once('/') else {
+            return Err(format!(
+                "'{v}' is not a period: write ON/OFF, the time traced then the time not traced (for example 100ms/900ms)"
+            ));
+        };
+        let on = parse_duration(on).map_err(|e| format!("ON in period '{v}': {e}"))?;
+        let off = parse_duration(off).map_err(|e| format!("OFF in period '{v}': {e}"))?;
+        if on < Duration::from_millis(1) {
+            return Err(format!(
+                "period '{v}' would trace nothing: ON must be at least 1ms (for example 100ms/900ms)"
+            ));
+        }
+        if off < Duration::from_millis(1) {
+            return Err(format!(
+                "period '{v}' never stops tracing: OFF must be at least 1ms (leave period= out to trace all the time)"
+            ));
+        }
+        Ok(TracePeriod { on, off })
+    }
+}
+
 /// How the agent observes calls of trace-class methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CaptureMode {
@@ -1050,5 +1095,40 @@ mod metric_tests {
             "{e}"
         );
         assert!(AgentOptions::parse("metrics=").is_err());
+    }
+}
+
+#[cfg(test)]
+mod period_tests {
+    use super::*;
+
+    #[test]
+    fn periods_parse_as_on_slash_off_and_bad_ones_say_how_to_write_them() {
+        assert_eq!(
+            TracePeriod::parse("100ms/900ms"),
+            Ok(TracePeriod {
+                on: Duration::from_millis(100),
+                off: Duration::from_millis(900)
+            })
+        );
+        assert_eq!(
+            AgentOptions::parse("period=1s/4s").unwrap().period,
+            Some(TracePeriod {
+                on: Duration::from_secs(1),
+                off: Duration::from_secs(4)
+            })
+        );
+        for (bad, says) in [
+            ("period=100ms", "write ON/OFF"),
+            ("period=0ms/900ms", "would trace nothing"),
+            ("period=0/1s", "would trace nothing"),
+            ("period=100ms/0ms", "never stops tracing"),
+            ("period=100/900ms", "needs a unit"),
+            ("period=100ms/soon", "OFF in period"),
+            ("period=500us/1s", "at least 1ms"),
+        ] {
+            let e = AgentOptions::parse(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 }

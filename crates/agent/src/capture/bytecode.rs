@@ -60,11 +60,7 @@ impl CallCapture for Bytecode {
     }
 
     fn start(&self, agent: &'static Agent, jni: Jni) -> Result<(), String> {
-        let (probe, defined) = probe_for(&agent.options);
-        if !defined.load(Ordering::Acquire) {
-            define_probe(jni, probe)?;
-            defined.store(true, Ordering::Release);
-        }
+        ensure_probe(agent, jni)?;
         agent
             .jvmti
             .set_event(true, sys::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK)
@@ -105,6 +101,17 @@ fn probe_for(options: &vmview_options::AgentOptions) -> (&'static str, &'static 
     } else {
         (PROBE_CLASS, &PROBE_DEFINED)
     }
+}
+
+/// Defines the recording's probe class and binds its natives, once per
+/// JVM (the calibration calls the probe before the capture starts).
+pub fn ensure_probe(agent: &Agent, jni: Jni) -> Result<(), String> {
+    let (probe, defined) = probe_for(&agent.options);
+    if !defined.load(Ordering::Acquire) {
+        define_probe(jni, probe)?;
+        defined.store(true, Ordering::Release);
+    }
+    Ok(())
 }
 
 fn define_probe(jni: Jni, probe: &str) -> Result<(), String> {

@@ -55,6 +55,16 @@ impl CallCapture for MethodEvents {
         let _ = jvmti.set_event(false, sys::JVMTI_EVENT_METHOD_ENTRY);
         let _ = jvmti.set_event(false, sys::JVMTI_EVENT_METHOD_EXIT);
     }
+
+    /// Between periods the events are off, so the threads leave
+    /// interpreter-only mode.
+    fn set_tracing(&self, agent: &Agent, on: bool) {
+        for e in [sys::JVMTI_EVENT_METHOD_ENTRY, sys::JVMTI_EVENT_METHOD_EXIT] {
+            if let Err(err) = agent.jvmti.set_event(on, e) {
+                agent.problems.jvmti(err);
+            }
+        }
+    }
 }
 
 unsafe extern "C" fn method_entry(
@@ -72,6 +82,10 @@ unsafe extern "C" fn method_entry(
 }
 
 fn on_entry(agent: &Agent, jni: Jni, thread: sys::jthread, method: sys::jmethodID) {
+    // Between periods the events are off, but some may still arrive.
+    let Some(tracing) = super::tracing_now(agent) else {
+        return;
+    };
     let Some(info) = lookup(agent, jni, thread, method) else {
         return;
     };
@@ -112,7 +126,11 @@ fn on_entry(agent: &Agent, jni: Jni, thread: sys::jthread, method: sys::jmethodI
     };
     // Timed after the parameters were read, so `elapsed_ns` leaves them out.
     let time = clock::now_ns();
+    if !super::still_tracing(agent, tracing) {
+        return;
+    }
     with_state(agent, Some((jni, thread)), |s| {
+        s.enter_period(tracing);
         super::enter(agent, s, method as usize, id, time, depth, caller, params)
     });
 }
@@ -145,7 +163,13 @@ unsafe extern "C" fn method_exit(
         if !info.traced {
             return;
         }
+        let Some(tracing) = super::tracing_now(agent) else {
+            return;
+        };
         let time = clock::now_ns();
+        if !super::still_tracing(agent, tracing) {
+            return;
+        }
         let id = info.symbol(agent, jni, method);
         let outcome = match (&returned, info.ret) {
             _ if was_popped_by_exception != 0 => None,
@@ -160,7 +184,17 @@ unsafe extern "C" fn method_exit(
             ))),
         };
         with_state(agent, Some((jni, thread)), |s| {
-            super::exit(agent, s, method as usize, id, time, outcome)
+            s.enter_period(tracing);
+            super::exit_with(agent, s, method as usize, id, time, outcome, || {
+                // The exiting frame is still on the stack.
+                match agent.jvmti.frame_count(ptr::null_mut()) {
+                    Ok(n) => n.max(0) as u32,
+                    Err(e) => {
+                        agent.problems.jvmti(e);
+                        0
+                    }
+                }
+            })
         });
     });
 }

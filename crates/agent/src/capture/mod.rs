@@ -39,6 +39,28 @@ pub trait CallCapture: Send + Sync {
     fn start(&self, agent: &'static Agent, jni: Jni) -> Result<(), String>;
     /// Stops delivering calls (at VMDeath).
     fn stop(&self, jvmti: Jvmti);
+    /// A period of `period=` begins (`on`) or ends: a capture whose
+    /// observation slows the JVM down even when nothing is written turns
+    /// it on and off here. The probes check [`Agent::tracing`] anyway.
+    fn set_tracing(&self, _agent: &Agent, _on: bool) {}
+}
+
+/// The call path's period check, before its time stamp is taken: the
+/// value of [`Agent::tracing`] when calls are traced now, `None` between
+/// periods.
+#[inline]
+pub fn tracing_now(agent: &Agent) -> Option<u32> {
+    let t = agent.tracing();
+    (t != crate::agent::TRACING_OFF).then_some(t)
+}
+
+/// The same check after the time stamp: the period the call path began
+/// in is still on. Together the two keep every CALL and RETURN between
+/// its period's PERIOD_START and PERIOD_END, whose times are taken before
+/// the period is switched on and after it is switched off.
+#[inline]
+pub fn still_tracing(agent: &Agent, tracing: u32) -> bool {
+    agent.tracing() == tracing
 }
 
 /// The capture `mode=` asks for.
@@ -52,8 +74,8 @@ pub fn for_mode(mode: CaptureMode) -> &'static dyn CallCapture {
 /// Whether calls go through the buffered Java probe ([`probe_buffered`]):
 /// an experiment, chosen with `VMVIEW_BUFFERED_PROBE=1` in the JVM's
 /// environment, for bytecode capture without argument capture, metrics
-/// or monitors. The
-/// agent's clock then follows `System.nanoTime()`'s.
+/// or monitors. The agent's clock then follows `System.nanoTime()`'s. Not
+/// with `period=`: the buffer would hold calls across a period's end.
 pub fn buffered_probe(options: &vmview_options::AgentOptions) -> bool {
     options.mode == CaptureMode::Bci
         && !options.args
@@ -61,6 +83,7 @@ pub fn buffered_probe(options: &vmview_options::AgentOptions) -> bool {
         && !options.metrics.any()
         // Its Java class has no monitor hooks.
         && !options.events.contains(vmview_options::EventGroup::Monitors)
+        && options.period.is_none()
         && std::env::var_os("VMVIEW_BUFFERED_PROBE").is_some_and(|v| v == "1")
 }
 
@@ -115,6 +138,21 @@ pub fn exit(
     time_ns: u64,
     outcome: Option<Outcome>,
 ) {
+    exit_with(agent, state, key, method, time_ns, outcome, || 0)
+}
+
+/// [`exit`], with the depth of a frame that has no open call (entered
+/// before its period began) from `frame_depth`: with `period=`, such a
+/// RETURN closes a frame of the PERIOD_START stack, found by its depth.
+pub fn exit_with(
+    agent: &Agent,
+    state: &mut ThreadState,
+    key: usize,
+    method: MethodId,
+    time_ns: u64,
+    outcome: Option<Outcome>,
+    frame_depth: impl FnOnce() -> u32,
+) {
     // Frames entered before recording started have no open call. Open
     // calls above the matching one lost their exit (a frame unwound by an
     // error thrown inside a probe call, say): they are dropped with it.
@@ -129,8 +167,11 @@ pub fn exit(
             state.calls.truncate(n - i);
             state.calls.pop()
         });
-    let (elapsed_ns, depth) =
-        open.map_or((0, 0), |c| (time_ns.saturating_sub(c.start_ns), c.depth));
+    let (elapsed_ns, depth) = match open {
+        Some(c) => (time_ns.saturating_sub(c.start_ns), c.depth),
+        None if agent.options.period.is_some() => (0, frame_depth()),
+        None => (0, 0),
+    };
     // A frame entered before recording began (depth 0) is judged by the
     // window's lower bound alone, as before.
     if depth > 0 && !agent.in_window(depth) {

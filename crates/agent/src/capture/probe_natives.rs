@@ -83,12 +83,19 @@ pub(super) fn outermost_depth(agent: &Agent, probe_frames: i32) -> u32 {
 
 unsafe extern "C" fn enter(env: Env, _class: Class, id: sys::jint) {
     agent::guard("Probe.enter", || {
-        let time = clock::now_ns();
         let Some(agent) = agent::live() else { return };
+        let Some(tracing) = super::tracing_now(agent) else {
+            return;
+        };
+        let time = clock::now_ns();
+        if !super::still_tracing(agent, tracing) {
+            return;
+        }
         // SAFETY: the JVM passes the calling thread's JNIEnv.
         let jni = unsafe { Jni::new(env) };
         let id = id as u32;
         with_state(agent, Some((jni, ptr::null_mut())), |s| {
+            s.enter_period(tracing);
             let depth = match s.calls.last() {
                 Some(c) => c.depth + 1,
                 None => outermost_depth(agent, 1),
@@ -112,10 +119,14 @@ unsafe extern "C" fn enter(env: Env, _class: Class, id: sys::jint) {
 fn arg(entry: &'static str, env: Env, value: impl FnOnce(&Agent, Jni) -> Value) {
     agent::guard(entry, || {
         let Some(agent) = agent::live() else { return };
+        let Some(tracing) = super::tracing_now(agent) else {
+            return;
+        };
         // SAFETY: the JVM passes the calling thread's JNIEnv.
         let jni = unsafe { Jni::new(env) };
         let v = value(agent, jni);
         with_state(agent, Some((jni, ptr::null_mut())), |s| {
+            s.enter_period(tracing);
             if s.pending_args.len() < MAX_ARGS {
                 s.pending_args.push(v);
             }
@@ -162,14 +173,29 @@ fn on_exit(
     outcome: impl FnOnce(&Agent, Jni) -> Outcome,
 ) {
     agent::guard(entry, || {
-        let time = clock::now_ns();
         let Some(agent) = agent::live() else { return };
+        let Some(tracing) = super::tracing_now(agent) else {
+            return;
+        };
+        let time = clock::now_ns();
+        if !super::still_tracing(agent, tracing) {
+            return;
+        }
         // SAFETY: the JVM passes the calling thread's JNIEnv.
         let jni = unsafe { Jni::new(env) };
         let outcome = outcome(agent, jni);
         let id = id as u32;
         with_state(agent, Some((jni, ptr::null_mut())), |s| {
-            super::exit(agent, s, id as usize, MethodId(id), time, Some(outcome))
+            s.enter_period(tracing);
+            super::exit_with(
+                agent,
+                s,
+                id as usize,
+                MethodId(id),
+                time,
+                Some(outcome),
+                || outermost_depth(agent, 1),
+            )
         });
     });
 }
@@ -263,15 +289,19 @@ fn holder_depth(agent: &Agent, s: &ThreadState) -> u32 {
 /// `synchronized` method.
 fn acquired(entry: &'static str, env: Env, obj: sys::jobject, method: bool) {
     agent::guard(entry, || {
-        let time = clock::now_ns();
         let Some(agent) = agent::live() else { return };
-        if obj.is_null() {
+        let Some(tracing) = super::tracing_now(agent) else {
+            return;
+        };
+        let time = clock::now_ns();
+        if obj.is_null() || !super::still_tracing(agent, tracing) {
             return;
         }
         // SAFETY: the JVM passes the calling thread's JNIEnv.
         let jni = unsafe { Jni::new(env) };
         let monitor = crate::callbacks::monitor(agent, jni, obj);
         with_state(agent, Some((jni, ptr::null_mut())), |s| {
+            s.enter_period(tracing);
             let depth = holder_depth(agent, s);
             if s.held.len() >= MAX_HELD {
                 s.held.remove(0);
@@ -292,8 +322,14 @@ fn acquired(entry: &'static str, env: Env, obj: sys::jobject, method: bool) {
 /// `synchronized` method's.
 fn released(entry: &'static str, env: Env, obj: Option<sys::jobject>) {
     agent::guard(entry, || {
-        let time = clock::now_ns();
         let Some(agent) = agent::live() else { return };
+        let Some(tracing) = super::tracing_now(agent) else {
+            return;
+        };
+        let time = clock::now_ns();
+        if !super::still_tracing(agent, tracing) {
+            return;
+        }
         // SAFETY: the JVM passes the calling thread's JNIEnv.
         let jni = unsafe { Jni::new(env) };
         let named: Option<Monitor> = match obj {
@@ -302,6 +338,7 @@ fn released(entry: &'static str, env: Env, obj: Option<sys::jobject>) {
             None => None,
         };
         with_state(agent, Some((jni, ptr::null_mut())), |s| {
+            s.enter_period(tracing);
             let i = match named {
                 Some(m) => s.held.iter().rposition(|h| !h.method && h.monitor == m),
                 None => s.held.iter().rposition(|h| h.method),
