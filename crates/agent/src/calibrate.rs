@@ -15,8 +15,9 @@
 //! method instead is timed too and subtracted. In jvmti mode the loop runs
 //! in Rust and adds the two JVMTI calls a method event makes
 //! (`GetFrameCount`, `GetFrameLocation`); the JVM's own cost of posting the
-//! event is not in it. Several rounds; the median per call is kept, which a
-//! descheduled round cannot skew.
+//! event is not in it. The rounds are timed in the thread's CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`), so that a loaded machine does not inflate
+//! them; several rounds, the median per call is kept.
 
 use std::ffi::CStr;
 use std::ptr;
@@ -46,6 +47,13 @@ const CLASS_BYTES: &[u8] = include_bytes!("calibration.class");
 const CLASS_NAME: &CStr = c"vmview/Calibration";
 static CLASS: AtomicBool = AtomicBool::new(false);
 
+/// The calling thread's CPU time: what tracing costs the traced thread
+/// itself. Wall time would also count the moments the calibrating thread
+/// was descheduled, which on a loaded machine are most of a round.
+fn cpu_ns() -> u64 {
+    crate::metrics::thread_cpu_ns()
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -65,7 +73,7 @@ fn rust_round(agent: &Agent, jni: Jni, frames: bool) -> Option<(f64, f64)> {
     };
     with_state(agent, Some((jni, ptr::null_mut())), |s| {
         let base = s.calls.last().map_or(1, |c| c.depth + 1);
-        let t0 = clock::now_ns();
+        let t0 = cpu_ns();
         for i in 0..CALLS {
             frame_calls();
             let time = clock::now_ns();
@@ -81,14 +89,14 @@ fn rust_round(agent: &Agent, jni: Jni, frames: bool) -> Option<(f64, f64)> {
                 Vec::new(),
             );
         }
-        let t1 = clock::now_ns();
+        let t1 = cpu_ns();
         for _ in 0..CALLS {
             let time = clock::now_ns();
             capture::exit(agent, s, key, CALIBRATION_METHOD, time, Some(Outcome::Void));
         }
-        let t2 = clock::now_ns();
+        let t2 = cpu_ns();
         let per = |ns: u64| ns as f64 / CALLS as f64;
-        (per(t1 - t0), per(t2 - t1))
+        (per(t1.saturating_sub(t0)), per(t2.saturating_sub(t1)))
     })
 }
 
@@ -126,9 +134,9 @@ fn java_pair_cost(agent: &Agent, jni: Jni) -> Option<f64> {
             },
         ];
         let time = |name: &CStr| -> Option<u64> {
-            let t0 = clock::now_ns();
+            let t0 = cpu_ns();
             jni.call_static_void(class.get(), name, c"(II)V", &args)
-                .then(|| clock::now_ns() - t0)
+                .then(|| cpu_ns().saturating_sub(t0))
         };
         time(c"traced")?;
         time(c"untraced")?;

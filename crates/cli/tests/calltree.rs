@@ -115,6 +115,13 @@ fn text_collapsed_and_thread_selection() {
 #[test]
 fn compensation_brings_a_cheap_method_closer_to_its_untraced_time() {
     const N: &str = "20000";
+    let field = |stdout: &str, name: &str| -> f64 {
+        stdout
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {stdout:?}"))
+    };
     // Untraced: the program times one cheap(N) itself.
     let plain = std::process::Command::new("java")
         .arg("-cp")
@@ -123,13 +130,25 @@ fn compensation_brings_a_cheap_method_closer_to_its_untraced_time() {
         .output()
         .expect("run java");
     let stdout = String::from_utf8_lossy(&plain.stdout);
-    let plain_ns: f64 = stdout
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("cheap_ns="))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no cheap_ns in {stdout:?}"));
+    let (plain_ns, plain_cpu) = (field(&stdout, "cheap_ns="), field(&stdout, "cheap_cpu_ns="));
 
-    let rec = record(&["--classes", "fx.CallTree"], &[], "fx.CallTree", &[N]);
+    // Traced, with the thread's CPU time on each CALL/RETURN: the tracer's
+    // own work is CPU time of the traced thread, which the calibration
+    // measures; the wall time also holds what the writer thread and the
+    // rest of the machine took from it, which no calibration can know.
+    let rec = record(
+        &[
+            "--classes",
+            "fx.CallTree",
+            "--args",
+            "off",
+            "--metrics",
+            "cpu",
+        ],
+        &[],
+        "fx.CallTree",
+        &[N],
+    );
     assert!(
         rec.output.status.success(),
         "record failed: {}",
@@ -139,25 +158,33 @@ fn compensation_brings_a_cheap_method_closer_to_its_untraced_time() {
     assert_eq!(doc["compensated"], true);
     let cheap = child(child(&doc["merged"], "main"), "cheap");
     let calls = cheap["calls"].as_u64().unwrap() as f64;
-    let measured = cheap["wall_incl_ns"].as_u64().unwrap() as f64 / calls;
-    let compensated = cheap["comp_incl_ns"].as_u64().unwrap() as f64 / calls;
+    let per = |key: &str| cheap[key].as_u64().unwrap() as f64 / calls;
+    let (measured, compensated) = (per("wall_incl_ns"), per("comp_incl_ns"));
+    let cpu = per("cpu_incl_ns");
+    // The calibrated cost the compensation took away, out of the CPU time.
+    let cpu_compensated = cpu - (measured - compensated);
     eprintln!(
-        "cheap({N}): untraced {:.3} ms, traced {:.3} ms, compensated {:.3} ms",
+        "cheap({N}): wall untraced {:.3} ms, traced {:.3} ms, compensated {:.3} ms; \
+         CPU untraced {:.3} ms, traced {:.3} ms, compensated {:.3} ms",
         plain_ns / 1e6,
         measured / 1e6,
-        compensated / 1e6
+        compensated / 1e6,
+        plain_cpu / 1e6,
+        cpu / 1e6,
+        cpu_compensated / 1e6,
     );
     // Loose, not timing-fragile: tracing 20,000 calls costs far more than
-    // the untraced loop, and compensation takes a part of it away.
+    // the untraced loop; compensation takes most of the traced thread's
+    // extra CPU time away (generously: at least half of it).
     assert!(
-        measured > 2.0 * plain_ns,
-        "traced {measured} vs untraced {plain_ns}"
+        measured > 2.0 * plain_ns && cpu > 2.0 * plain_cpu,
+        "traced {measured} ns ({cpu} CPU) vs untraced {plain_ns} ({plain_cpu} CPU)"
     );
+    assert!(compensated < measured && compensated > 0.0);
     assert!(
-        compensated < measured,
-        "compensated {compensated} vs {measured}"
+        (cpu_compensated - plain_cpu).abs() < 0.5 * (cpu - plain_cpu),
+        "compensated CPU {cpu_compensated} is not much closer to the untraced {plain_cpu} than the traced {cpu}"
     );
-    assert!(compensated > 0.0);
 }
 
 #[test]
