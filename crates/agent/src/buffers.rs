@@ -332,6 +332,16 @@ impl Buffers {
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
+
+    /// Takes back `n` drops of events that were never to be written (the
+    /// calibration's, with a small `buffer=`).
+    pub fn forget_dropped(&self, n: u64) {
+        let _ = self
+            .dropped
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
+                Some(d.saturating_sub(n))
+            });
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
