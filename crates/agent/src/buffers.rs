@@ -178,14 +178,14 @@ impl Buffers {
         let slot = Slot::pack(ev);
         let extra = slot.heap_bytes();
         if extra > 0 && !self.reserve(extra) {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.count_drop(&slot);
             return;
         }
         let capacity = p.block.as_ref().map_or(0, |b| b.capacity());
         if p.len == capacity {
             let Some(block) = self.new_block((capacity * 2).clamp(FIRST_BLOCK, self.block)) else {
                 self.release(extra);
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+                self.count_drop(&slot);
                 return;
             };
             let block = Arc::new(block);
@@ -333,14 +333,16 @@ impl Buffers {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    /// Takes back `n` drops of events that were never to be written (the
-    /// calibration's, with a small `buffer=`).
-    pub fn forget_dropped(&self, n: u64) {
-        let _ = self
-            .dropped
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
-                Some(d.saturating_sub(n))
-            });
+    /// Counts a dropped event, unless it is the calibration's own: those
+    /// are never written, so dropping one loses nothing of the recording
+    /// (with a small `buffer=` the calibration loop alone can spend it).
+    /// Counted here, at the drop, and never taken back: the writer reports
+    /// the count as it grows.
+    #[cold]
+    fn count_drop(&self, slot: &Slot) {
+        if !slot.is_calibration(crate::calibrate::CALIBRATION_METHOD) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 

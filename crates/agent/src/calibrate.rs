@@ -159,21 +159,12 @@ pub fn record(agent: &Agent, jni: Jni) {
         .window
         .swap(pack_window(DepthWindow::ALL), Ordering::Relaxed);
     let jvmti_mode = agent.options.mode == CaptureMode::Jvmti;
-    let dropped = agent.buffers.dropped();
     let rust = rust_costs(agent, jni, jvmti_mode);
     let java = (!jvmti_mode && !capture::buffered_probe(&agent.options))
         .then(|| java_pair_cost(agent, jni))
         .flatten();
     agent.window.store(window, Ordering::Relaxed);
-    // Its events are not the recording's: neither are their drops (with a
-    // small `buffer=`, the CALIBRATION events below may be among them).
-    let forget = || {
-        agent
-            .buffers
-            .forget_dropped(agent.buffers.dropped().saturating_sub(dropped))
-    };
     let Some((call_ns, return_ns)) = rust else {
-        forget();
         return;
     };
     // The Java loop times a CALL and its RETURN together: split as the
@@ -199,7 +190,6 @@ pub fn record(agent: &Agent, jni: Jni) {
             );
         }
     });
-    forget();
 }
 
 #[cfg(test)]

@@ -87,6 +87,22 @@ impl Slot {
         self.depth_tag >> 24
     }
 
+    /// Whether this is the calibration's own work, never to be written nor
+    /// counted: its timed CALL/RETURN of `method`, or the CALIBRATION
+    /// record itself (a small `buffer=` can drop it, and the recording's
+    /// drop count must not include it).
+    pub fn is_calibration(&self, method: MethodId) -> bool {
+        if self.is_call_of(method) {
+            return true;
+        }
+        if self.tag() != BOXED {
+            return false;
+        }
+        // SAFETY: as in `Drop`: a live box made by `pack`.
+        let ev = unsafe { &*(self.elapsed_or_box as *const Event) };
+        matches!(ev.kind, EventKind::Calibration { .. })
+    }
+
     /// Whether this is a CALL or RETURN of `method` (the writer drops the
     /// calibration's).
     pub fn is_call_of(&self, method: MethodId) -> bool {

@@ -166,7 +166,12 @@ impl Writer {
                     *stop
                 }
             };
-            self.round(stopping);
+            // A panic in a round must not end the thread: the file would
+            // lose its footer and every later event. The round's events
+            // may be lost; the problem is reported.
+            if std::panic::catch_unwind(AssertUnwindSafe(|| self.round(stopping))).is_err() {
+                self.agent.problems.panic("writer thread");
+            }
             if stopping || last_flush.elapsed() >= flush_every {
                 if let Some(mut out) = self.out.take() {
                     self.out = self.attempt("flush", || out.flush()).map(|()| out);
@@ -227,7 +232,11 @@ impl Writer {
         // Stable: one thread's events with equal times keep their order.
         self.held.sort_by_key(Slot::time_ns);
         let ready = self.held.partition_point(|e| e.time_ns() < cutoff);
-        let dropped = self.agent.buffers.dropped() - self.drops_reported;
+        let dropped = self
+            .agent
+            .buffers
+            .dropped()
+            .saturating_sub(self.drops_reported);
         if dropped > 0 {
             self.agent_thread();
         }
