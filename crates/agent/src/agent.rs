@@ -27,7 +27,8 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, O
 use std::sync::{Mutex, OnceLock};
 use vmview_format::TraceHeader;
 use vmview_options::{
-    expand_file_pattern, AgentOptions, CaptureMode, CivilTime, EventGroup, ExceptionScope,
+    duration_text, expand_file_pattern, AgentOptions, CaptureMode, CivilTime, EventGroup,
+    ExceptionScope,
 };
 
 const LOADED: u8 = 0;
@@ -362,17 +363,6 @@ fn get_env(vm: *mut sys::JavaVM) -> Result<Jvmti, String> {
     }
     // SAFETY: GetEnv returned a jvmtiEnv*.
     Ok(unsafe { Jvmti::new(env.cast()) })
-}
-
-/// A duration as the options write it: `5s`, `1500ms`, `250us`, `10ns`.
-pub fn duration_text(d: std::time::Duration) -> String {
-    let ns = d.as_nanos();
-    match ns {
-        n if n % 1_000_000_000 == 0 => format!("{}s", n / 1_000_000_000),
-        n if n % 1_000_000 == 0 => format!("{}ms", n / 1_000_000),
-        n if n % 1_000 == 0 => format!("{}us", n / 1_000),
-        n => format!("{n}ns"),
-    }
 }
 
 fn format_version(v: i32) -> String {

@@ -261,7 +261,7 @@ impl Detector {
             Some(s) => format!("{}.{}", self.syms.string(s.class), self.syms.string(s.name)),
             None => "?".to_string(),
         };
-        let warmup = crate::agent::duration_text(agent.options.reactions_after);
+        let warmup = vmview_options::duration_text(agent.options.reactions_after);
         let mut line = if timed.is_empty() && skipped.is_empty() {
             format!(
                 "reactions: no event handler found in {warmup} of samples ({samples} thread samples); no latency is recorded"

@@ -517,7 +517,7 @@ impl ValueAcc {
                 let Some(key) = self.primitive(prim) else {
                     return;
                 };
-                (TypeKey::Primitive(primitive_name(prim)), key)
+                (TypeKey::Primitive(prim.type_name()), key)
             }
         };
         self.add_type(ty);
@@ -656,20 +656,6 @@ impl ValueAcc {
             numbers: self.numbers.and_then(NumberAcc::finish),
             lengths: self.lengths.map(LengthAcc::finish),
         }
-    }
-}
-
-fn primitive_name(v: &Value) -> &'static str {
-    match v {
-        Value::Boolean(_) => "boolean",
-        Value::Byte(_) => "byte",
-        Value::Char(_) => "char",
-        Value::Short(_) => "short",
-        Value::Int(_) => "int",
-        Value::Long(_) => "long",
-        Value::Float(_) => "float",
-        Value::Double(_) => "double",
-        _ => "?",
     }
 }
 

@@ -6,6 +6,8 @@
 //! Each analysis implements [`EventSink`], the one seam between whatever
 //! produces events (a `TraceReader`, a filter) and whatever consumes them.
 
+#![forbid(unsafe_code)]
+
 pub mod calltree;
 pub mod dataflow;
 pub mod latency;

@@ -16,6 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use vmview_format::{Event, EventKind, MethodId, SymbolTable, ThreadRef, ThreadState};
+use vmview_options::glob_matches;
 
 use crate::EventSink;
 
@@ -423,31 +424,6 @@ fn dominant(c: &StateCounts) -> usize {
     best
 }
 
-/// Class-name globs as `classes=` writes them: `com.acme.*` (a package and
-/// its subpackages: `*` matches any run, dots included), `?` one character,
-/// anything else literally.
-pub fn glob_matches(glob: &str, name: &str) -> bool {
-    let (g, n): (Vec<char>, Vec<char>) = (glob.chars().collect(), name.chars().collect());
-    let (mut gi, mut ni) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ni < n.len() {
-        if gi < g.len() && (g[gi] == '?' || g[gi] == n[ni]) {
-            gi += 1;
-            ni += 1;
-        } else if gi < g.len() && g[gi] == '*' {
-            star = Some((gi, ni));
-            gi += 1;
-        } else if let Some((sg, sn)) = star {
-            gi = sg + 1;
-            ni = sn + 1;
-            star = Some((sg, sn + 1));
-        } else {
-            return false;
-        }
-    }
-    g[gi..].iter().all(|c| *c == '*')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -641,14 +617,5 @@ mod tests {
         let mut trie = ReactionTrie::new(ReactionConfig::default());
         assert!(!trie.is_user(MethodId(0), &s));
         assert!(trie.is_user(MethodId(1), &s));
-    }
-
-    #[test]
-    fn globs_match_like_class_filters() {
-        assert!(glob_matches("com.acme.*", "com.acme.a.B"));
-        assert!(!glob_matches("com.acme.*", "com.acmex.B"));
-        assert!(glob_matches("shop.Inv?ntory", "shop.Inventory"));
-        assert!(glob_matches("*Handler", "a.b.MyHandler"));
-        assert!(!glob_matches("shop.Inventory", "shop.Inventory$Clerk"));
     }
 }

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 
 use crate::bytes::{Reader, WriteBe};
 use crate::error::RewriteError;
-use crate::fx_hash::FxHashMap;
+use rustc_hash::FxHashMap;
 
 pub(crate) const TAG_UTF8: u8 = 1;
 pub(crate) const TAG_INTEGER: u8 = 3;

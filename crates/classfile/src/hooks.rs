@@ -9,8 +9,8 @@ use crate::bytecode::op;
 use crate::bytes::WriteBe;
 use crate::constant_pool::{ConstantPool, PoolFull};
 use crate::descriptor::FieldType;
-use crate::fx_hash::FxHashMap;
 use crate::probe::{self, ProbeMethod};
+use rustc_hash::FxHashMap;
 
 /// Constant-pool entries for the probe, shared by all methods of a class.
 pub(crate) struct ProbeRefs {

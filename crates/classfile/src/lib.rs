@@ -50,6 +50,8 @@
 //!   `java.base`), but then the probe must be able to run before `System`
 //!   is initialised.
 
+#![forbid(unsafe_code)]
+
 mod bytecode;
 mod bytes;
 mod class_file;
@@ -59,7 +61,6 @@ mod debug_tables;
 mod descriptor;
 pub mod disasm;
 mod error;
-mod fx_hash;
 mod hooks;
 mod interpreter;
 mod layout;

@@ -10,7 +10,7 @@
 
 use crate::constant_pool::{ConstantPool, PoolFull};
 use crate::error::RewriteError;
-use crate::fx_hash::FxHashMap;
+use rustc_hash::FxHashMap;
 
 /// An interned class name (internal form, or an array descriptor).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

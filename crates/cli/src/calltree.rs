@@ -21,6 +21,7 @@ use vmview_analysis::calltree::{CallTree, CallTreeBuilder, CallTrees, NodeKey, N
 use vmview_analysis::EventSink;
 use vmview_export::names::{monitor_name, MethodNames};
 use vmview_format::SymbolTable;
+use vmview_options::{duration_short as short_ns, Glob};
 
 use crate::error::hinted;
 use crate::trace;
@@ -95,28 +96,6 @@ fn parse_share(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `*` and `?` globs over a whole thread name.
-fn glob_matches(glob: &[char], text: &[char]) -> bool {
-    let (mut g, mut t) = (0, 0);
-    let mut back: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if g < glob.len() && (glob[g] == '?' || glob[g] == text[t]) {
-            g += 1;
-            t += 1;
-        } else if g < glob.len() && glob[g] == '*' {
-            back = Some((g, t));
-            g += 1;
-        } else if let Some((bg, bt)) = back {
-            g = bg + 1;
-            t = bt + 1;
-            back = Some((bg, bt + 1));
-        } else {
-            return false;
-        }
-    }
-    glob[g..].iter().all(|c| *c == '*')
-}
-
 /// One tree to show, with its title.
 struct Section {
     title: String,
@@ -128,11 +107,8 @@ struct Section {
 pub fn run(args: &CalltreeArgs) -> anyhow::Result<ExitCode> {
     let mut builder = CallTreeBuilder::new();
     if !args.thread.is_empty() {
-        let globs: Vec<Vec<char>> = args.thread.iter().map(|g| g.chars().collect()).collect();
-        builder = builder.select_threads(move |name| {
-            let name: Vec<char> = name.chars().collect();
-            globs.iter().any(|g| glob_matches(g, &name))
-        });
+        let globs: Vec<Glob> = args.thread.iter().map(|g| Glob::new(g)).collect();
+        builder = builder.select_threads(move |name| globs.iter().any(|g| g.matches(name)));
     }
     let mut reader = trace::open(&args.file)?;
     let mut events = 0u64;
@@ -264,26 +240,6 @@ fn wall(args: &CalltreeArgs, s: &NodeStats) -> (u64, u64) {
 }
 
 /// Three significant digits with a unit: `812ns`, `45.6µs`, `12.3ms`, `1.50s`.
-fn short_ns(ns: u64) -> String {
-    let f = ns as f64;
-    let (v, unit) = if ns < 1_000 {
-        return format!("{ns}ns");
-    } else if ns < 1_000_000 {
-        (f / 1e3, "µs")
-    } else if ns < 1_000_000_000 {
-        (f / 1e6, "ms")
-    } else {
-        (f / 1e9, "s")
-    };
-    if v >= 100.0 {
-        format!("{v:.0}{unit}")
-    } else if v >= 10.0 {
-        format!("{v:.1}{unit}")
-    } else {
-        format!("{v:.2}{unit}")
-    }
-}
-
 fn short_bytes(b: u64) -> String {
     let f = b as f64;
     if b < 1024 {
@@ -555,26 +511,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn thread_globs_match_whole_names() {
-        let m = |g: &str, t: &str| {
-            glob_matches(
-                &g.chars().collect::<Vec<_>>(),
-                &t.chars().collect::<Vec<_>>(),
-            )
-        };
-        assert!(m("main", "main"));
-        assert!(!m("main", "main-2"));
-        assert!(m("worker-*", "worker-12"));
-        assert!(
-            !m("*pool*", "ForkJoinPool.commonPool-worker-1"),
-            "case matters"
-        );
-        assert!(m("*Pool*", "ForkJoinPool.commonPool-worker-1"));
-        assert!(m("w?rker-?", "worker-3"));
-        assert!(m("VM Thread", "VM Thread"));
-    }
-
-    #[test]
     fn shares_are_fractions_or_percentages() {
         assert_eq!(parse_share("0.25"), Ok(0.25));
         assert_eq!(parse_share("5%"), Ok(0.05));
@@ -583,10 +519,7 @@ mod tests {
     }
 
     #[test]
-    fn durations_keep_three_digits() {
-        assert_eq!(short_ns(812), "812ns");
-        assert_eq!(short_ns(45_600), "45.6µs");
-        assert_eq!(short_ns(1_500_000_000), "1.50s");
+    fn bytes_keep_one_decimal() {
         assert_eq!(short_bytes(4096), "4.0KiB");
     }
 }

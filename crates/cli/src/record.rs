@@ -19,7 +19,7 @@ use anyhow::Context as _;
 use clap::{Arg, ArgAction, ArgMatches, Args};
 use indicatif::{HumanBytes, HumanCount};
 use vmview_format::TraceReader;
-use vmview_options::{AgentOptions, OptionError, OPTIONS};
+use vmview_options::{split_file_pattern, AgentOptions, OptionError, OPTIONS};
 
 use crate::error::{hinted, plain};
 
@@ -339,7 +339,7 @@ pub fn find_agent() -> anyhow::Result<PathBuf> {
 /// The agent cannot create the trace in a missing directory, and would
 /// only say so from inside the JVM: say it first.
 fn check_output_dir(pattern: &str) -> anyhow::Result<()> {
-    let (prefix, _) = split_at_time(pattern, 0);
+    let prefix = split_file_pattern(pattern, 0).swap_remove(0);
     let dir = match Path::new(&prefix).parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => return Ok(()),
@@ -475,49 +475,22 @@ fn describe_status(status: ExitStatus) -> String {
 /// The pattern with `%p` and `%%` expanded; `None` when it holds `%t`,
 /// whose exact value only the agent knows.
 fn expand_pid(pattern: &str, pid: u32) -> Option<PathBuf> {
-    let (prefix, suffix) = split_at_time(pattern, pid);
-    match suffix {
-        None => Some(PathBuf::from(prefix)),
-        Some(_) => None,
+    match split_file_pattern(pattern, pid).as_slice() {
+        [name] => Some(PathBuf::from(name)),
+        _ => None,
     }
-}
-
-/// Expands `%p` and `%%`; splits at the first `%t` (prefix, Some(rest)).
-fn split_at_time(pattern: &str, pid: u32) -> (String, Option<String>) {
-    let mut out = String::new();
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('p') => out.push_str(&pid.to_string()),
-            Some('%') => out.push('%'),
-            Some('t') => {
-                let rest = split_at_time(chars.as_str(), pid);
-                let rest = rest.0 + &rest.1.map(|r| format!("%t{r}")).unwrap_or_default();
-                return (out, Some(rest));
-            }
-            Some(x) => {
-                out.push('%');
-                out.push(x);
-            }
-            None => out.push('%'),
-        }
-    }
-    (out, None)
 }
 
 /// The file the agent wrote for `pattern`: `%p` is the child's pid; for
 /// `%t` (a `YYYYMMDD-HHMMSS` time) the newest matching file written since
 /// the JVM started.
 fn resolve_output(pattern: &str, pid: u32, started: SystemTime) -> Option<PathBuf> {
-    let (prefix, rest) = split_at_time(pattern, pid);
-    let Some(rest) = rest else {
-        return Some(PathBuf::from(prefix));
-    };
-    let full = format!("{prefix}\u{0}{rest}");
+    let parts = split_file_pattern(pattern, pid);
+    if let [name] = parts.as_slice() {
+        return Some(PathBuf::from(name));
+    }
+    // Each `%t` becomes a NUL, which no file name holds.
+    let full = parts.join("\u{0}");
     let full = Path::new(&full);
     let dir = full
         .parent()
@@ -525,14 +498,13 @@ fn resolve_output(pattern: &str, pid: u32, started: SystemTime) -> Option<PathBu
         .unwrap_or(Path::new("."));
     let name = full.file_name()?.to_str()?;
     let (before, after) = name.split_once('\u{0}')?;
-    let after = after.replace("%t", "\u{0}");
     let mut best: Option<(SystemTime, PathBuf)> = None;
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let file_name = entry.file_name();
         let Some(n) = file_name.to_str() else {
             continue;
         };
-        if !time_pattern_matches(n, before, &after) {
+        if !time_pattern_matches(n, before, after) {
             continue;
         }
         let Some(t) = written_at(&entry.path()) else {
@@ -664,16 +636,9 @@ mod tests {
     }
 
     #[test]
-    fn pid_and_percent_expand_and_time_splits() {
-        assert_eq!(
-            split_at_time("t-%p.vmv", 42),
-            ("t-42.vmv".to_string(), None)
-        );
-        assert_eq!(split_at_time("100%%-%p", 7), ("100%-7".to_string(), None));
-        assert_eq!(
-            split_at_time("run-%p-%t.vmv", 9),
-            ("run-9-".to_string(), Some(".vmv".to_string()))
-        );
+    fn pid_and_percent_expand_and_time_stays_open() {
+        assert_eq!(expand_pid("t-%p.vmv", 42), Some(PathBuf::from("t-42.vmv")));
+        assert_eq!(expand_pid("100%%-%p", 7), Some(PathBuf::from("100%-7")));
         assert_eq!(expand_pid("a-%t", 1), None);
     }
 

@@ -10,6 +10,8 @@
 //! Exporters only write: they never open files. Give them any [`Write`]
 //! (stdout, a file, a `Vec<u8>` in tests).
 
+#![forbid(unsafe_code)]
+
 pub mod calls;
 pub mod chrome;
 pub mod collapsed;

@@ -126,14 +126,9 @@ pub fn monitor_name(syms: &SymbolTable, m: &Monitor) -> String {
 }
 
 /// A duration or a trace time for people: `1.234567ms` below a second,
-/// `3.000000001s` from one second on. Always exact to the nanosecond.
-pub fn duration_display(ns: u64) -> String {
-    if ns < 1_000_000_000 {
-        format!("{}.{:06}ms", ns / 1_000_000, ns % 1_000_000)
-    } else {
-        format!("{}.{:09}s", ns / 1_000_000_000, ns % 1_000_000_000)
-    }
-}
+/// `3.000000001s` from one second on (the one definition is in
+/// `vmview-options`).
+pub use vmview_options::duration_exact as duration_display;
 
 #[cfg(test)]
 mod tests {
@@ -182,13 +177,5 @@ mod tests {
             "java.lang.String[2][]"
         );
         assert_eq!(array_display("?", 1), "?[1]");
-    }
-
-    #[test]
-    fn duration_display_switches_to_seconds_at_one_second() {
-        assert_eq!(duration_display(0), "0.000000ms");
-        assert_eq!(duration_display(1_234_567), "1.234567ms");
-        assert_eq!(duration_display(999_999_999), "999.999999ms");
-        assert_eq!(duration_display(3_000_000_001), "3.000000001s");
     }
 }

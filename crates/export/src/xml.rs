@@ -508,20 +508,9 @@ fn value_body(b: &mut Vec<u8>, tag: &str, v: &Value, syms: &SymbolTable) {
         other => (other, None),
     };
     let kind = match v {
-        Value::Null => "null",
-        Value::Boolean(_) => "boolean",
-        Value::Byte(_) => "byte",
-        Value::Char(_) => "char",
-        Value::Short(_) => "short",
-        Value::Int(_) => "int",
-        Value::Long(_) => "long",
-        Value::Float(_) => "float",
-        Value::Double(_) => "double",
-        Value::Str { .. } => "string",
         // A box around a box does not occur; write the inner one as an object.
-        Value::Boxed { .. } | Value::Object { .. } => "object",
-        Value::Array { .. } => "array",
-        Value::Unavailable => "unavailable",
+        Value::Boxed { .. } => "object",
+        other => other.type_name(),
     };
     push_fmt(b, format_args!(" KIND=\"{kind}\""));
     if let Some(class) = boxed {

@@ -22,7 +22,6 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufRead, Read};
 
 use quick_xml::events::{BytesStart, Event as XmlEvent};
@@ -1461,38 +1460,7 @@ fn top_elem(s: &BytesStart<'_>, empty: bool, at: u64) -> Result<Elem, XmlError> 
 /// FxHash (rustc's): names are short and not attacker-chosen in a way that
 /// matters here (a slow lookup, not a wrong one), and SipHash would cost
 /// more than parsing them.
-#[derive(Default)]
-struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
-        }
-        for &b in chunks.remainder() {
-            self.add(u64::from(b));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, b: u8) {
-        self.add(u64::from(b));
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// The XML reader's errors carry their place; this builds one.
 fn err(offset: u64, message: impl Into<String>) -> XmlError {

@@ -26,6 +26,8 @@
 //! `regex` dependency and the language stay out of analyses that have no
 //! use for them.
 
+#![forbid(unsafe_code)]
+
 mod eval;
 pub mod fields;
 mod parse;

@@ -131,6 +131,31 @@ pub enum Value {
     Unavailable,
 }
 
+impl Value {
+    /// The kind of value as the exporters name it: the Java primitive
+    /// (`int`, `boolean` …), or `null`, `string`, `boxed`, `array`,
+    /// `object`, `unavailable`. The XML `KIND` attribute and the data-flow
+    /// profiles' primitive types use these names.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Boolean(_) => "boolean",
+            Value::Byte(_) => "byte",
+            Value::Char(_) => "char",
+            Value::Short(_) => "short",
+            Value::Int(_) => "int",
+            Value::Long(_) => "long",
+            Value::Float(_) => "float",
+            Value::Double(_) => "double",
+            Value::Str { .. } => "string",
+            Value::Boxed { .. } => "boxed",
+            Value::Array { .. } => "array",
+            Value::Object { .. } => "object",
+            Value::Unavailable => "unavailable",
+        }
+    }
+}
+
 /// How a method returned.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -447,3 +472,30 @@ pub const EVENT_TYPE_NAMES: &[&str] = &[
     "BYTECODE",
     "REACTION_HANDLERS",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_type_names_are_the_xml_kinds() {
+        assert_eq!(Value::Int(1).type_name(), "int");
+        assert_eq!(Value::Boolean(true).type_name(), "boolean");
+        assert_eq!(Value::Char(65).type_name(), "char");
+        assert_eq!(Value::Null.type_name(), "null");
+        assert_eq!(
+            Value::Str {
+                text: "a".into(),
+                full_len: None
+            }
+            .type_name(),
+            "string"
+        );
+        let boxed = Value::Boxed {
+            class: StringId(0),
+            value: Box::new(Value::Long(7)),
+        };
+        assert_eq!(boxed.type_name(), "boxed");
+        assert_eq!(Value::Unavailable.type_name(), "unavailable");
+    }
+}

@@ -10,6 +10,9 @@
 //! `reader.rs` frames chunks, recovers from damage and builds the index,
 //! `state.rs` holds the per-chunk prediction state both sides share,
 //! `wire.rs` the fixed byte layouts, `varint.rs` the integer coding.
+
+#![forbid(unsafe_code)]
+
 pub mod event;
 pub mod symbols;
 

@@ -7,6 +7,8 @@
 //! test. Only patterns with inner wildcards run the backtracking matcher.
 
 use std::collections::HashSet;
+
+use crate::glob::glob_match_chars;
 use std::fmt;
 
 /// A set of class-name globs over dotted binary names (`shop.Inventory$Clerk`).
@@ -89,7 +91,7 @@ impl ClassFilter {
             return false;
         }
         let text: Vec<char> = dotted.chars().collect();
-        self.globs.iter().any(|g| glob_match(g, &text))
+        self.globs.iter().any(|g| glob_match_chars(g, &text))
     }
 
     /// True when no pattern was given: nothing matches.
@@ -119,32 +121,4 @@ impl fmt::Display for ClassFilter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.patterns.join("+"))
     }
-}
-
-/// Wildcard matching with `*` (any run) and `?` (one character), linear in
-/// practice: on a mismatch it only retries from the most recent `*`.
-fn glob_match(pattern: &[char], text: &[char]) -> bool {
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        match pattern.get(p) {
-            Some('*') => {
-                star = Some((p, t));
-                p += 1;
-            }
-            Some(&c) if c == '?' || c == text[t] => {
-                p += 1;
-                t += 1;
-            }
-            _ => match star {
-                Some((sp, st)) => {
-                    p = sp + 1;
-                    t = st + 1;
-                    star = Some((sp, st + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    pattern[p..].iter().all(|&c| c == '*')
 }

@@ -20,10 +20,21 @@
 //!
 //! Value types have reusable parsers: [`parse_size`] (`64m`, `512k`, `1g`),
 //! [`parse_duration`] (`10ms`, `1s`), [`parse_bool`], [`split_list`].
+//!
+//! The helpers every crate shares live here too, so that a glob, a file
+//! pattern or a duration means and prints the same everywhere: [`Glob`],
+//! [`split_file_pattern`], [`duration_text`], [`duration_exact`],
+//! [`duration_short`].
 
+#![forbid(unsafe_code)]
+
+mod duration;
 mod filter;
+mod glob;
 
+pub use duration::{duration_exact, duration_short, duration_text};
 pub use filter::{ClassFilter, GlobError};
+pub use glob::{glob_matches, Glob};
 
 use std::fmt;
 use std::time::Duration;
@@ -951,22 +962,23 @@ fn check_file_pattern(p: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Expands `%p` (process id), `%t` (start time `YYYYMMDD-HHMMSS`) and `%%`
-/// in a `file=` pattern.
-pub fn expand_file_pattern(pattern: &str, pid: u32, start: CivilTime) -> String {
-    let mut out = String::with_capacity(pattern.len() + 16);
+/// Splits a `file=` pattern at each `%t`, with `%p` (process id) and `%%`
+/// expanded in the pieces: `run-%p-%t.vmv` with pid 9 gives
+/// `["run-9-", ".vmv"]`. One piece means the name holds no time; the agent
+/// joins the pieces with its start time, and `vmview record`, which does
+/// not know that time exactly, looks for a file whose name fits them.
+pub fn split_file_pattern(pattern: &str, pid: u32) -> Vec<String> {
+    let mut parts = vec![String::with_capacity(pattern.len() + 8)];
     let mut chars = pattern.chars();
     while let Some(c) = chars.next() {
+        let out = parts.last_mut().expect("one part at least");
         if c != '%' {
             out.push(c);
             continue;
         }
         match chars.next() {
             Some('p') => out.push_str(&pid.to_string()),
-            Some('t') => out.push_str(&format!(
-                "{:04}{:02}{:02}-{:02}{:02}{:02}",
-                start.year, start.month, start.day, start.hour, start.minute, start.second
-            )),
+            Some('t') => parts.push(String::new()),
             Some('%') => out.push('%'),
             Some(x) => {
                 out.push('%');
@@ -975,7 +987,17 @@ pub fn expand_file_pattern(pattern: &str, pid: u32, start: CivilTime) -> String 
             None => out.push('%'),
         }
     }
-    out
+    parts
+}
+
+/// Expands `%p` (process id), `%t` (start time `YYYYMMDD-HHMMSS`) and `%%`
+/// in a `file=` pattern.
+pub fn expand_file_pattern(pattern: &str, pid: u32, start: CivilTime) -> String {
+    let time = format!(
+        "{:04}{:02}{:02}-{:02}{:02}{:02}",
+        start.year, start.month, start.day, start.hour, start.minute, start.second
+    );
+    split_file_pattern(pattern, pid).join(&time)
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {

@@ -211,6 +211,19 @@ fn file_pattern_expands_pid_and_start_time() {
     assert_eq!(CivilTime::from_unix(951_782_400, 0).day, 29, "2000-02-29");
 }
 
+/// `vmview record` finds the agent's file from these pieces; a literal
+/// `%%t` once came back as a time placeholder when the pieces were glued
+/// back together with `%t`.
+#[test]
+fn file_patterns_split_at_each_time_and_keep_literal_percents() {
+    assert_eq!(split_file_pattern("t-%p.vmv", 42), ["t-42.vmv"]);
+    assert_eq!(split_file_pattern("100%%-%p", 7), ["100%-7"]);
+    assert_eq!(split_file_pattern("run-%p-%t.vmv", 9), ["run-9-", ".vmv"]);
+    assert_eq!(split_file_pattern("%t-%t", 1), ["", "-", ""]);
+    assert_eq!(split_file_pattern("a%%t", 1), ["a%t"], "%%t is no time");
+    assert_eq!(split_file_pattern("odd%x%", 1), ["odd%x%"]);
+}
+
 #[test]
 fn mode_and_args_default_to_bytecode_instrumentation_with_values() {
     let o = parse("");

@@ -21,6 +21,8 @@
 //! embedded in HTML has `<`, `>` and `&` escaped so no `</script` or
 //! `<!--` can end its block.
 
+#![forbid(unsafe_code)]
+
 pub mod analysis;
 pub mod model;
 pub mod report;
