@@ -45,7 +45,7 @@ echo "seeds: $n traces"
 javac -g -d "$tmp/classes" "$root"/crates/classfile/tests/fixtures/*.java
 find "$tmp/classes" -name '*.class' -exec cp {} "$corpus/class_rewriter/" \;
 
-# Filter expressions, as in the README and the filter crate's docs.
+# Filter expressions, as in docs/COMMANDS.md and the filter crate's docs.
 i=0
 while IFS= read -r line; do
   i=$((i + 1))

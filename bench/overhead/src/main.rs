@@ -10,7 +10,7 @@
 //! the cost per traced call. Machines here are noisy: compare ratios within
 //! one run, never absolute times across runs (STYLE.md).
 //!
-//! Usage (README, "Measuring overhead"):
+//! Usage (docs/PERFORMANCE.md, "A whole program"):
 //!
 //! ```text
 //! cargo run --release -p vmview-overhead -- [--reps 5] [--json]

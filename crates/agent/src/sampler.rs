@@ -261,7 +261,7 @@ enum Walk {
 
 impl Walk {
     /// `VMVIEW_SAMPLER_WALK=thread` in the JVM's environment chooses
-    /// per-thread walks (an experiment, see the README's measurement).
+    /// per-thread walks (an experiment, see docs/PERFORMANCE.md).
     fn from_env() -> Walk {
         match std::env::var_os("VMVIEW_SAMPLER_WALK") {
             Some(v) if v == "thread" => Walk::PerThread,

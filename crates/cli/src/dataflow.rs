@@ -4,7 +4,7 @@
 //!
 //! The profiles come from `vmview_analysis::dataflow`; this module reads the
 //! trace, selects methods and renders the result as text for people or as
-//! one JSON document for tools. The JSON keys are a contract (README,
+//! one JSON document for tools. The JSON keys are a contract (docs/DATAFLOW.md,
 //! "Data-flow profiles"): add keys, never rename or remove them.
 
 use std::io::{self, Write};

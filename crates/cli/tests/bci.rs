@@ -4,7 +4,7 @@
 //! instrumented classes pass HotSpot's verifier and the program's output
 //! does not change, also with a whole Debian library jar traced.
 //!
-//! The two modes differ in ways the README documents, which the
+//! The two modes differ in ways docs/OPTIONS.md documents, which the
 //! comparison normalises away rather than ignores wholesale:
 //!
 //! - a constructor's CALL: JVMTI reports it at the start of the

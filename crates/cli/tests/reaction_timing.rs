@@ -10,7 +10,7 @@
 //! item); item by item the trace's latency is at most the fixture's and,
 //! for 95% of the items, within 0.25 ms + 2% of it; and each percentile of
 //! `vmview reactions` lies between the fixture's own at ranks p - 2% and p,
-//! within 0.25 ms + 2% of the fixture's value (README: "What the test
+//! within 0.25 ms + 2% of the fixture's value (docs/REACTIONS.md: "What the test
 //! checks").
 
 use serde_json::Value;
@@ -153,7 +153,7 @@ fn reactions_time_the_queue_handler_as_the_fixture_measures_it() {
 
     // vmview's latency against the fixture's own, over the same items:
     // each percentile between the fixture's at ranks p - 2% and p, within
-    // 0.25 ms + 2% (README: "What the test checks").
+    // 0.25 ms + 2% (docs/REACTIONS.md, "How it is tested").
     let doc = reactions_json(&rec.trace);
     let timing = &doc["timing"];
     assert_eq!(timing["status"], "timed");

@@ -13,7 +13,7 @@
 //!   open a 5 M-event trace file, read its index, seek to the chunk before
 //!   the event and read to 5 events past it (the cost does not depend on
 //!   the trace's length; the CLI measurement on 50 M events is in the
-//!   README).
+//!   docs/PERFORMANCE.md).
 //!
 //! Aims (issue 4): binary filter ≥ 100 M events/s on symbol predicates,
 //! XML filter ≥ 300 MB/s.

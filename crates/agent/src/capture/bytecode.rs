@@ -15,7 +15,7 @@
 //! a recording stopped by `vmview attach PID stop` retransforms them again
 //! with the hook off, which gives them back their original code.
 //!
-//! What it does not see, by design (the README lists it too):
+//! What it does not see, by design (docs/OPTIONS.md lists it too):
 //!
 //! - the JDK's own boot classes;
 //! - JDK classes (`java.`, `javax.`, `jdk.`, `sun.`, `com.sun.`): they live

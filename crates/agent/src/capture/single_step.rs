@@ -11,7 +11,7 @@
 //! every toggle is a JVMTI call that recomputes the thread's
 //! interpreter-only state; filtering in the callback is simpler and, with
 //! the interpreter forced either way, the measured difference is what the
-//! README reports.
+//! docs/PERFORMANCE.md reports.
 //!
 //! The instruction text comes from `crates/classfile`'s disassembler, run
 //! once per method on `GetBytecodes` and `GetConstantPool`: those give the
