@@ -10,6 +10,7 @@
 
 pub mod calltree;
 pub mod dataflow;
+pub mod frameworks;
 pub mod latency;
 pub mod locks;
 pub mod reactions;

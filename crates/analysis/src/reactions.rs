@@ -9,15 +9,28 @@
 //! child is the handler. Only user frames become trie nodes, so the shape
 //! does not depend on how deep the JDK's own machinery goes.
 //!
+//! Most servers do not own their loop: the "get next event" half lives in a
+//! framework (Jetty, Tomcat, Netty, the JDK's HttpServer, a thread pool)
+//! and the application's code is what the framework calls per event. When
+//! the trace says which classes are the application's own (the header's
+//! `app_packages`, from the class path's application entries), only those
+//! make trie nodes, and a second rule applies at the root: an application
+//! method entered from library code, RUN-dominated, on threads whose
+//! samples *without* application frames wait (the library waiting for the
+//! next event between entries) is a handler too. The framework profiles
+//! ([`crate::frameworks`]) label such handlers and keep a framework's own
+//! classes library code; detection does not depend on them.
+//!
 //! [`ReactionTrie`] is an [`EventSink`]: feed it SAMPLE events (others are
 //! ignored), then [`ReactionTrie::finish`] runs the detection. It is pure:
 //! handles in, handles out; the CLI names and prints them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use vmview_format::{Event, EventKind, MethodId, SymbolTable, ThreadRef, ThreadState};
 use vmview_options::glob_matches;
 
+use crate::frameworks::Profiles;
 use crate::EventSink;
 
 /// Class-name prefixes that are system code unless `--user` says otherwise:
@@ -54,6 +67,33 @@ pub struct ReactionConfig {
     pub min_samples: u64,
     /// A handler needs at least this share of all RUN samples (0..=1).
     pub min_share: f64,
+    /// The packages of the application's own classes (the trace header's
+    /// `app_packages`): when set and `user` is empty, user code is exactly
+    /// their classes; everything else (JDK, frameworks, dependencies) is
+    /// library code. `None`: the [`DEFAULT_SYSTEM`] prefixes decide.
+    pub app_packages: Option<HashSet<String>>,
+    /// Framework profiles: library classes, event loops, dispatch points.
+    pub profiles: Profiles,
+}
+
+/// The trace header property listing the application's packages
+/// (space-separated, the default package as [`DEFAULT_PACKAGE`]).
+pub const APP_PACKAGES_PROPERTY: &str = "app_packages";
+
+/// How `app_packages` writes the unnamed package.
+pub const DEFAULT_PACKAGE: &str = "(default)";
+
+/// The package of a dotted class name, [`DEFAULT_PACKAGE`] for none.
+pub fn package_of(class: &str) -> &str {
+    match class.rfind('.') {
+        Some(i) => &class[..i],
+        None => DEFAULT_PACKAGE,
+    }
+}
+
+/// The packages of an `app_packages` property value.
+pub fn parse_app_packages(value: &str) -> HashSet<String> {
+    value.split_whitespace().map(str::to_string).collect()
 }
 
 impl Default for ReactionConfig {
@@ -63,6 +103,8 @@ impl Default for ReactionConfig {
             system: Vec::new(),
             min_samples: 5,
             min_share: 0.01,
+            app_packages: None,
+            profiles: Profiles::builtin(),
         }
     }
 }
@@ -100,9 +142,40 @@ impl HandlerKind {
     }
 }
 
+/// Which rule found a handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandlerRule {
+    /// DYMON's: a RUN child of an application node that waits or reads
+    /// for the next event (the program owns its loop).
+    OwnLoop,
+    /// An application method entered from library code, on threads whose
+    /// samples outside application code wait (a framework owns the loop).
+    LibraryLoop,
+}
+
+impl HandlerRule {
+    pub fn name(self) -> &'static str {
+        match self {
+            HandlerRule::OwnLoop => "own-loop",
+            HandlerRule::LibraryLoop => "library-loop",
+        }
+    }
+}
+
 /// An event handler found in the trie.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Handler {
+    pub rule: HandlerRule,
+    /// With [`HandlerRule::LibraryLoop`]: where its threads waited most
+    /// outside application code (a profile's loop method when one matched).
+    pub wait_site: Option<MethodId>,
+    /// With [`HandlerRule::LibraryLoop`]: the library method that called it
+    /// most often (the first profile dispatch method below it, else its
+    /// direct caller).
+    pub dispatch: Option<MethodId>,
+    /// The framework a profile names for the dispatch method or the wait
+    /// site, if any.
+    pub framework: Option<String>,
     /// The handler's trie node (the loop node's child on the path to the
     /// run time).
     pub node: usize,
@@ -174,6 +247,12 @@ pub struct ReactionTrie {
     last_ns: u64,
     /// Reused per sample.
     seen_callbacks: Vec<MethodId>,
+    /// Per thread: where samples without application frames waited.
+    root_waits: HashMap<ThreadRef, HashMap<MethodId, u64>>,
+    /// Per root child (first application frame): its dispatch methods.
+    dispatch: HashMap<usize, HashMap<MethodId, u64>>,
+    /// Profile lookups by method: (loop framework, dispatch framework).
+    profiled: HashMap<MethodId, (Option<String>, Option<String>)>,
 }
 
 impl ReactionTrie {
@@ -190,6 +269,44 @@ impl ReactionTrie {
             first_ns: None,
             last_ns: 0,
             seen_callbacks: Vec::new(),
+            root_waits: HashMap::new(),
+            dispatch: HashMap::new(),
+            profiled: HashMap::new(),
+        }
+    }
+
+    /// The loop and dispatch frameworks the profiles name for `m`.
+    fn profile(&mut self, m: MethodId, syms: &SymbolTable) -> &(Option<String>, Option<String>) {
+        let p = &self.config.profiles;
+        self.profiled.entry(m).or_insert_with(|| {
+            let q = qualified_name(syms, m);
+            (
+                p.event_loop(&q).map(str::to_string),
+                p.dispatch(&q).map(str::to_string),
+            )
+        })
+    }
+
+    /// Where a sample without application frames waits: a profile's loop
+    /// method, else the topmost non-JDK frame, else the outermost frame
+    /// below the thread's base.
+    fn wait_site(&mut self, frames: &[MethodId], syms: &SymbolTable) -> Option<MethodId> {
+        for &m in frames {
+            if self.profile(m, syms).0.is_some() {
+                return Some(m);
+            }
+        }
+        let jdk = |m: MethodId| {
+            let class = syms.method(m).map_or("?", |s| syms.string(s.class));
+            DEFAULT_SYSTEM.iter().any(|p| class.starts_with(p))
+        };
+        if let Some(&m) = frames.iter().find(|m| !jdk(**m)) {
+            return Some(m);
+        }
+        match frames {
+            [.., m, base] if qualified_name(syms, *base) == "java.lang.Thread.run" => Some(*m),
+            [.., m] => Some(*m),
+            [] => None,
         }
     }
 
@@ -199,11 +316,17 @@ impl ReactionTrie {
         }
         let class = syms.method(m).map_or("?", |s| syms.string(s.class));
         let c = &self.config;
-        let user = if c.user.is_empty() {
-            !DEFAULT_SYSTEM.iter().any(|p| class.starts_with(p))
-                && !c.system.iter().any(|g| glob_matches(g, class))
-        } else {
+        let user = if !c.user.is_empty() {
             c.user.iter().any(|g| glob_matches(g, class))
+        } else if DEFAULT_SYSTEM.iter().any(|p| class.starts_with(p))
+            || c.system.iter().any(|g| glob_matches(g, class))
+            || c.profiles.library(class).is_some()
+        {
+            false
+        } else if let Some(app) = &c.app_packages {
+            app.contains(package_of(class))
+        } else {
+            true
         };
         self.user.insert(m, user);
         user
@@ -232,8 +355,27 @@ impl ReactionTrie {
         let mut seen_user = false;
         let mut system_between = false;
         self.seen_callbacks.clear();
-        for &m in frames.iter().rev() {
+        for (i, &m) in frames.iter().enumerate().rev() {
             if self.is_user(m, syms) {
+                if !seen_user {
+                    // The first application frame: what called it from
+                    // library code (frames below it, towards the base).
+                    let below = &frames[i + 1..];
+                    let dispatch = below
+                        .iter()
+                        .copied()
+                        .find(|b| self.profile(*b, syms).1.is_some())
+                        .or_else(|| below.first().copied());
+                    if let Some(d) = dispatch {
+                        let child = self.child(0, m);
+                        *self
+                            .dispatch
+                            .entry(child)
+                            .or_default()
+                            .entry(d)
+                            .or_default() += 1;
+                    }
+                }
                 if seen_user && system_between && !self.seen_callbacks.contains(&m) {
                     self.seen_callbacks.push(m);
                 }
@@ -246,6 +388,16 @@ impl ReactionTrie {
         }
         for m in &self.seen_callbacks {
             *self.callbacks.entry(*m).or_default() += 1;
+        }
+        if node == 0 && matches!(state, ThreadState::Wait | ThreadState::Io) {
+            if let Some(site) = self.wait_site(frames, syms) {
+                *self
+                    .root_waits
+                    .entry(thread)
+                    .or_default()
+                    .entry(site)
+                    .or_default() += 1;
+            }
         }
         let s = state.index();
         let n = &mut self.nodes[node];
@@ -360,6 +512,10 @@ impl ReactionTrie {
                     continue;
                 }
                 found.push(Handler {
+                    rule: HandlerRule::OwnLoop,
+                    wait_site: None,
+                    dispatch: None,
+                    framework: None,
                     node: ch,
                     loop_node: i,
                     kind,
@@ -372,7 +528,82 @@ impl ReactionTrie {
                 });
             }
         }
+        found.extend(self.detect_library_loops(run_samples));
         found.sort_by(|a, b| b.run.cmp(&a.run).then(a.node.cmp(&b.node)));
+        found
+    }
+
+    /// The second rule: application methods entered from library code
+    /// (children of the root) on threads that wait outside application
+    /// code between entries.
+    fn detect_library_loops(&self, run_samples: u64) -> Vec<Handler> {
+        let c = &self.config;
+        let (run, io, wait) = (
+            ThreadState::Run.index(),
+            ThreadState::Io.index(),
+            ThreadState::Wait.index(),
+        );
+        let root = &self.nodes[0];
+        let mut found = Vec::new();
+        for &ch in &root.children {
+            let t = self.nodes[ch].total;
+            if dominant(&t) != run {
+                continue;
+            }
+            let share = if run_samples == 0 {
+                0.0
+            } else {
+                t[run] as f64 / run_samples as f64
+            };
+            if t[run] < c.min_samples || share < c.min_share {
+                continue;
+            }
+            let threads = self.subtree_threads(ch);
+            let (mut w, mut r) = (0u64, 0u64);
+            let mut sites: HashMap<MethodId, u64> = HashMap::new();
+            for (th, _) in &threads {
+                if let Some(own) = root.threads.get(th) {
+                    w += own[wait];
+                    r += own[io];
+                }
+                for (m, n) in self.root_waits.get(th).into_iter().flatten() {
+                    *sites.entry(*m).or_default() += n;
+                }
+            }
+            let (kind, waited) = if r > w {
+                (HandlerKind::Io, r)
+            } else {
+                (HandlerKind::Wait, w)
+            };
+            if waited == 0 || waited < c.min_samples {
+                continue;
+            }
+            let wait_site = most(&sites);
+            let dispatch = self.dispatch.get(&ch).and_then(most);
+            let framework = dispatch
+                .and_then(|m| self.profiled.get(&m))
+                .and_then(|p| p.1.clone())
+                .or_else(|| {
+                    wait_site
+                        .and_then(|m| self.profiled.get(&m))
+                        .and_then(|p| p.0.clone())
+                });
+            found.push(Handler {
+                rule: HandlerRule::LibraryLoop,
+                wait_site,
+                dispatch,
+                framework,
+                node: ch,
+                loop_node: 0,
+                kind,
+                samples: t.iter().sum(),
+                run: t[run],
+                share,
+                states: t,
+                waiting: waited,
+                threads,
+            });
+        }
         found
     }
 
@@ -410,6 +641,22 @@ fn new_node(method: Option<MethodId>, parent: usize) -> TrieNode {
         own: [0; 5],
         total: [0; 5],
         threads: BTreeMap::new(),
+    }
+}
+
+/// The key with the largest count (the smallest key on a tie).
+fn most(counts: &HashMap<MethodId, u64>) -> Option<MethodId> {
+    counts
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(m, _)| *m)
+}
+
+/// `class.method` of a method handle.
+fn qualified_name(syms: &SymbolTable, m: MethodId) -> String {
+    match syms.method(m) {
+        Some(s) => format!("{}.{}", syms.string(s.class), syms.string(s.name)),
+        None => "?".to_string(),
     }
 }
 
@@ -617,5 +864,106 @@ mod tests {
         let mut trie = ReactionTrie::new(ReactionConfig::default());
         assert!(!trie.is_user(MethodId(0), &s));
         assert!(trie.is_user(MethodId(1), &s));
+    }
+
+    /// A framework worker: idle in the framework's queue (no application
+    /// frame), then running the application's doGet under the
+    /// framework's dispatch method.
+    fn server_table() -> SymbolTable {
+        syms(&[
+            "java.lang.Thread",               // 0
+            "org.acme.web.Pool",              // 1 the framework's loop
+            "org.acme.web.Queue",             // 2 where it waits
+            "javax.servlet.http.HttpServlet", // 3 dispatch (`m`)
+            "shop.Orders",                    // 4 the application
+            "shop.Pricing",                   // 5 the application
+            "org.acme.web.Selector",          // 6 another framework thread
+        ])
+    }
+
+    fn server(trie: &mut ReactionTrie, s: &SymbolTable) {
+        let m = |i| MethodId(i);
+        for t in [1, 2] {
+            for i in 0..40 {
+                let (state, frames): (ThreadState, &[MethodId]) = match i % 4 {
+                    0 | 1 => (ThreadState::Wait, &[m(2), m(1), m(0)]),
+                    2 => (ThreadState::Run, &[m(4), m(3), m(1), m(0)]),
+                    _ => (ThreadState::Run, &[m(5), m(4), m(3), m(1), m(0)]),
+                };
+                trie.add_sample(ThreadRef(t), i, state, frames, s);
+            }
+        }
+        // A selector thread that only waits, and a busy framework thread.
+        for i in 0..40 {
+            trie.add_sample(ThreadRef(3), i, ThreadState::Io, &[m(6), m(0)], s);
+            trie.add_sample(ThreadRef(4), i, ThreadState::Run, &[m(1), m(0)], s);
+        }
+    }
+
+    fn app(packages: &[&str]) -> Option<HashSet<String>> {
+        Some(packages.iter().map(|p| p.to_string()).collect())
+    }
+
+    #[test]
+    fn an_application_method_entered_from_a_waiting_library_is_a_handler() {
+        let s = server_table();
+        let mut trie = ReactionTrie::new(ReactionConfig {
+            app_packages: app(&["shop"]),
+            profiles: Profiles::default(),
+            ..ReactionConfig::default()
+        });
+        server(&mut trie, &s);
+        let r = trie.finish();
+        assert_eq!(r.handlers.len(), 1, "{:?}", r.handlers);
+        let h = &r.handlers[0];
+        assert_eq!(r.nodes[h.node].method, Some(MethodId(4)), "shop.Orders");
+        assert_eq!(h.rule, HandlerRule::LibraryLoop);
+        assert_eq!(h.kind, HandlerKind::Wait);
+        assert_eq!((h.run, h.waiting), (40, 40), "threads 1 and 2: 20 + 20");
+        assert_eq!(h.wait_site, Some(MethodId(2)), "the framework's queue");
+        assert_eq!(h.dispatch, Some(MethodId(3)), "the direct caller");
+        assert_eq!(h.framework, None, "no profiles");
+        assert_eq!(h.threads, vec![(ThreadRef(1), 20), (ThreadRef(2), 20)]);
+        // The framework's own busy thread makes no node: it is library code.
+        assert!(r.nodes.iter().all(|n| n.method != Some(MethodId(1))));
+        assert!(r.callbacks.is_empty(), "{:?}", r.callbacks);
+    }
+
+    #[test]
+    fn profiles_label_the_dispatch_and_make_a_framework_library_code() {
+        let s = server_table();
+        let mut profiles = Profiles::builtin();
+        profiles
+            .add_text(
+                "acme library org.acme.web.*\nacme loop org.acme.web.Queue.m\nweb dispatch javax.servlet.http.HttpServlet.m\n",
+                "t",
+            )
+            .unwrap();
+        // No app_packages (an old trace): the profile alone keeps the
+        // framework out of the trie.
+        let mut trie = ReactionTrie::new(ReactionConfig {
+            profiles,
+            ..ReactionConfig::default()
+        });
+        server(&mut trie, &s);
+        let r = trie.finish();
+        assert_eq!(r.handlers.len(), 1, "{:?}", r.handlers);
+        let h = &r.handlers[0];
+        assert_eq!(r.nodes[h.node].method, Some(MethodId(4)));
+        assert_eq!(
+            h.framework.as_deref(),
+            Some("web"),
+            "the dispatch's profile"
+        );
+        assert_eq!(h.wait_site, Some(MethodId(2)));
+        // Without profiles nor app_packages the framework is user code:
+        // its pool is the loop that owns the program (DYMON's rule).
+        let mut trie = ReactionTrie::new(ReactionConfig {
+            profiles: Profiles::default(),
+            ..ReactionConfig::default()
+        });
+        server(&mut trie, &s);
+        let r = trie.finish();
+        assert!(r.handlers.iter().all(|h| h.rule == HandlerRule::OwnLoop));
     }
 }

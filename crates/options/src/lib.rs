@@ -304,6 +304,35 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "handler",
+        value: Some("GLOBS"),
+        default: None,
+        help: "with reactions: also time these Class.method globs when they appear in the warm-up's samples, e.g. javax.servlet.http.HttpServlet.service (a framework's dispatch method as the event boundary)",
+        apply: |o, v| {
+            o.handler = ClassFilter::parse(v).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "app",
+        value: Some("PATHS"),
+        default: None,
+        help: "with reactions: the class path entries (directories or jars, ':'-separated) that hold the application; its classes are user code, all others library code [default: the class path's directories and the -jar or main class's jar]",
+        apply: |o, v| {
+            let paths: Vec<String> = v
+                .split(':')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_string)
+                .collect();
+            if paths.is_empty() {
+                return Err("expected one or more paths, ':'-separated".to_string());
+            }
+            o.app = paths;
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "quiet",
         value: None,
         default: None,
@@ -364,6 +393,10 @@ pub struct AgentOptions {
     pub reactions: bool,
     /// The warm-up of `reactions`: sampling only, before handlers are chosen.
     pub reactions_after: Duration,
+    /// `Class.method` globs timed as handlers too (`handler=`).
+    pub handler: ClassFilter,
+    /// The application's class path entries (`app=`); empty: guessed.
+    pub app: Vec<String>,
     pub quiet: bool,
 }
 
@@ -389,6 +422,8 @@ impl Default for AgentOptions {
             wait: ClassFilter::default(),
             reactions: false,
             reactions_after: Duration::from_secs(5),
+            handler: ClassFilter::default(),
+            app: Vec::new(),
             quiet: false,
         }
     }
@@ -465,6 +500,11 @@ impl AgentOptions {
                 });
             }
             opts.events = opts.events.with(EventGroup::Samples);
+        } else if !opts.handler.is_empty() {
+            return Err(OptionError::Invalid {
+                option: "handler",
+                message: "handler= names methods for reactions to time; add reactions".to_string(),
+            });
         }
         Ok(opts)
     }
