@@ -74,6 +74,9 @@ pub struct Agent {
     pub sampler: crate::sampler::Control,
     /// The handler methods `reactions` chose to instrument.
     pub reactions: crate::reactions::Selection,
+    /// The packages of the application's own classes (with samples):
+    /// user code for the reactions analysis (`crate::app`).
+    pub app_packages: Option<Vec<String>>,
     /// The depth window in force (`depth=`, moved by `adapt=`), packed
     /// by [`pack_window`].
     pub window: AtomicU64,
@@ -302,6 +305,24 @@ fn create(
             properties.push((key.to_string(), v));
         }
     }
+    let app_packages = options
+        .events
+        .contains(EventGroup::Samples)
+        .then(|| {
+            let entries = crate::app::entries(
+                &options.app,
+                jvmti.system_property("java.class.path").as_deref(),
+                jvmti.system_property("sun.java.command").as_deref(),
+            );
+            crate::app::packages(&entries)
+        })
+        .filter(|p| !p.is_empty());
+    if let Some(p) = &app_packages {
+        properties.push((
+            vmview_analysis::reactions::APP_PACKAGES_PROPERTY.to_string(),
+            p.join(" "),
+        ));
+    }
     properties.sort();
     let header = TraceHeader {
         version: 0,
@@ -331,6 +352,7 @@ fn create(
         written: AtomicU64::new(0),
         sampler: Default::default(),
         reactions: Default::default(),
+        app_packages,
         window: AtomicU64::new(pack_window(options_depth)),
         tracing: AtomicU32::new(TRACING_ALWAYS),
         hold_from: AtomicU64::new(u64::MAX),

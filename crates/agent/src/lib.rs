@@ -26,6 +26,7 @@
 //! [`clock`].
 
 mod agent;
+mod app;
 mod buffers;
 mod calibrate;
 mod callbacks;

@@ -13,6 +13,13 @@
 //! is written as one REACTION_HANDLERS event. Sampling goes on, so the
 //! reactions analysis still sees the whole run.
 //!
+//! User code is the application's own classes (`crate::app`: the
+//! `app_packages` of the trace header), so handlers that a framework calls
+//! from its own loop are found as `vmview reactions` finds them. Methods
+//! matching `handler=` that appear in the warm-up's samples are timed too:
+//! a framework's dispatch method (`HttpServlet.service`) as the event
+//! boundary, when the user prefers it.
+//!
 //! Memory during the warm-up grows with distinct user paths and methods
 //! seen, not with samples; the trie is dropped at the switch.
 
@@ -81,7 +88,13 @@ impl Detector {
     pub fn new(agent: &Agent) -> Option<Detector> {
         agent.options.reactions.then(|| Detector {
             deadline: Instant::now() + agent.options.reactions_after,
-            trie: Some(ReactionTrie::new(ReactionConfig::default())),
+            trie: Some(ReactionTrie::new(ReactionConfig {
+                app_packages: agent
+                    .app_packages
+                    .as_ref()
+                    .map(|p| p.iter().cloned().collect()),
+                ..ReactionConfig::default()
+            })),
             syms: SymbolTable::default(),
             strings: HashMap::new(),
             seen: HashMap::new(),
@@ -178,6 +191,27 @@ impl Detector {
                 }
             }
         }
+        // handler=: the sampled methods it names, in a stable order.
+        if !agent.options.handler.is_empty() {
+            let mut named: Vec<MethodId> = self
+                .seen
+                .keys()
+                .copied()
+                .filter(|m| {
+                    self.syms.method(*m).is_some_and(|s| {
+                        let q =
+                            format!("{}.{}", self.syms.string(s.class), self.syms.string(s.name));
+                        agent.options.handler.matches(&q)
+                    })
+                })
+                .collect();
+            named.sort();
+            for m in named {
+                if !handlers.contains(&m) {
+                    handlers.push(m);
+                }
+            }
+        }
         let mut chosen: Vec<(MethodId, String, LocalRef)> = Vec::new();
         let mut skipped: Vec<MethodId> = Vec::new();
         for &m in &handlers {
@@ -241,9 +275,13 @@ impl Detector {
         let class = j.method_declaring_class(jni, jm).ok()?;
         let sig = j.class_signature(class.get()).ok()?;
         let internal = sig.strip_prefix('L')?.strip_suffix(';')?;
+        // A javax/ class of the class path (the servlet API of a server,
+        // for handler=) is in no JDK module: it may be instrumented.
+        let jdk = JDK_PACKAGES.iter().any(|p| internal.starts_with(p))
+            && !(internal.starts_with("javax/") && on_class_path(agent, jni, class.get()));
         if internal.contains('.')
             || internal.starts_with("vmview/")
-            || JDK_PACKAGES.iter().any(|p| internal.starts_with(p))
+            || jdk
             || !j.is_modifiable_class(class.get())
         {
             return None;
@@ -284,6 +322,22 @@ impl Detector {
         }
         crate::problems::say(&line);
     }
+}
+
+/// Whether `class` was defined by a class loader other than the bootstrap
+/// and platform ones (so it is in no JDK module).
+fn on_class_path(agent: &Agent, jni: Jni, class: sys::jclass) -> bool {
+    let Ok(loader) = agent.jvmti.class_loader(jni, class) else {
+        return false;
+    };
+    if loader.is_null() {
+        return false;
+    }
+    let loader_class = jni.object_class(loader.get());
+    agent
+        .jvmti
+        .class_signature(loader_class.get())
+        .is_ok_and(|s| s != "Ljdk/internal/loader/ClassLoaders$PlatformClassLoader;")
 }
 
 /// Retransforms the chosen handlers' classes (the hook instruments their

@@ -15,8 +15,11 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value as Json};
+use vmview_analysis::frameworks::Profiles;
 use vmview_analysis::latency::{HandlerLatency, HandlerTiming, LatencyHistogram, TimingStatus};
-use vmview_analysis::reactions::{Reactions, StateCounts};
+use vmview_analysis::reactions::{
+    parse_app_packages, Handler, HandlerRule, Reactions, StateCounts, APP_PACKAGES_PROPERTY,
+};
 use vmview_analysis::{EventSink, ReactionConfig, ReactionTrie};
 use vmview_export::names::MethodNames;
 use vmview_format::{MethodId, SymbolTable, ThreadState};
@@ -27,14 +30,30 @@ use crate::trace;
 const LONG_ABOUT: &str = "\
 Find the event handlers of a program from stack samples (record with \
 --events samples): servers, crawlers and UIs loop over \"get the next event, \
-process it\". vmview builds one trie of user calls over all threads (system \
-code — java., javax., jdk., sun., com.sun., org.xml.sax., org.w3c.dom., \
-org.ietf.jgss., kotlin., scala., vmview. (the agent's probe) and --system — \
-makes no nodes), counts each sample at its deepest user frame by state \
-(RUN, IO, WAIT, BLOCKED, SLEEP), and reports as a handler each RUN-dominated \
-child of a node that waits (NODE_WAIT) or reads (NODE_IO) for its next event, \
-when it has at least --min-samples RUN samples and --min-share of all RUN \
-samples. Callbacks are user methods called by system code that user code \
+process it\". vmview builds one trie of user calls over all threads, counts \
+each sample at its deepest user frame by state (RUN, IO, WAIT, BLOCKED, \
+SLEEP), and reports handlers by two rules, each with at least --min-samples \
+RUN samples and --min-share of all RUN samples:
+
+own-loop (DYMON's): a RUN-dominated child of a user node that waits \
+(NODE_WAIT) or reads (NODE_IO) for its next event: the program owns its loop.
+
+library-loop: a RUN-dominated user method entered from library code, on \
+threads whose samples outside user code wait or read (at least \
+--min-samples): a framework (Jetty, Tomcat, Netty, the JDK's HttpServer, a \
+thread pool) owns the loop and calls the application per event.
+
+User code is the application's own classes: recordings with samples list \
+the packages of the class path's application entries (its directories, the \
+-jar jar, or record --app) in the header; the JDK, frameworks and other \
+dependency jars are library code. Older traces fall back to \"not the JDK\" \
+(java., javax., jdk., sun., com.sun., org.xml.sax., org.w3c.dom., \
+org.ietf.jgss., kotlin., scala., vmview.). --user replaces the split; \
+--system adds library classes. Framework profiles (a built-in table of \
+known event loops and dispatch methods, extended by --frameworks FILE, off \
+with --no-frameworks) keep framework classes library code and label each \
+handler with the framework that dispatched it; detection does not need \
+them. Callbacks are user methods called by system code that user code \
 called (a comparator called by a sort).
 
 A trace recorded with `vmview record --reactions` also times the handlers: \
@@ -50,7 +69,16 @@ Examples:
   vmview record --reactions --reactions-after 5s -o timed.vmv -- java -jar server.jar
   vmview reactions timed.vmv --format json | jq '.timing.handlers[] | {method, p99_ns}'
   vmview reactions srv.vmv --format json | jq '.handlers[] | {method, type, share}'
-  vmview reactions srv.vmv --user 'com.acme.*' --format xml";
+  vmview reactions srv.vmv --user 'com.acme.*' --format xml
+  vmview reactions srv.vmv --frameworks my-frameworks.txt
+  vmview record --reactions --handler javax.servlet.http.HttpServlet.service -o t.vmv -- java -cp ... Main
+
+A --frameworks file has one entry a line, FRAMEWORK KIND GLOB, with KIND \
+library (a class glob), loop (a Class.method glob where it waits for the \
+next event) or dispatch (a Class.method glob that calls the application):
+  acme  library   com.acme.web.*
+  acme  loop      com.acme.web.EventLoop.next
+  acme  dispatch  com.acme.web.Router.route";
 
 #[derive(Args)]
 #[command(about = "Find event handlers and callbacks from stack samples (DYMON reactions)", long_about = LONG_ABOUT, after_long_help = EXAMPLES)]
@@ -72,6 +100,12 @@ pub struct ReactionsArgs {
     /// Classes matching GLOB are system code too (repeatable).
     #[arg(long, value_name = "GLOB")]
     system: Vec<String>,
+    /// More framework profiles from FILE (FRAMEWORK KIND GLOB lines; repeatable).
+    #[arg(long, value_name = "FILE")]
+    frameworks: Vec<PathBuf>,
+    /// Use no framework profiles, not even the built-in ones.
+    #[arg(long)]
+    no_frameworks: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -91,12 +125,41 @@ pub fn run(args: &ReactionsArgs) -> anyhow::Result<ExitCode> {
             "write a fraction: --min-share 0.05 for 5%",
         ));
     }
+    let mut profiles = if args.no_frameworks {
+        Profiles::default()
+    } else {
+        Profiles::builtin()
+    };
+    for f in &args.frameworks {
+        let text = std::fs::read_to_string(f).map_err(|e| {
+            hinted(
+                format!("cannot read --frameworks {}: {e}", f.display()),
+                "give a text file of FRAMEWORK KIND GLOB lines (see vmview reactions --help)",
+            )
+        })?;
+        profiles
+            .add_text(&text, &f.display().to_string())
+            .map_err(|e| {
+                hinted(
+                    e,
+                    "each line is FRAMEWORK KIND GLOB, KIND one of library, loop, dispatch",
+                )
+            })?;
+    }
     let mut reader = trace::open(&args.file)?;
+    let app_packages = reader
+        .header()
+        .properties
+        .iter()
+        .find(|(k, _)| k == APP_PACKAGES_PROPERTY)
+        .map(|(_, v)| parse_app_packages(v));
     let mut trie = ReactionTrie::new(ReactionConfig {
         user: args.user.clone(),
         system: args.system.clone(),
         min_samples: args.min_samples,
         min_share: args.min_share,
+        app_packages,
+        profiles,
     });
     let warmup = reader
         .header()
@@ -155,6 +218,15 @@ fn qualified(syms: &SymbolTable, m: Option<MethodId>) -> String {
         n
     } else {
         format!("{c}.{n}")
+    }
+}
+
+/// The method a handler's threads wait in for the next event: the loop
+/// node's (own-loop) or the library wait site (library-loop).
+fn loop_method(r: &Reactions, h: &Handler) -> Option<MethodId> {
+    match h.rule {
+        HandlerRule::OwnLoop => r.nodes[h.loop_node].method,
+        HandlerRule::LibraryLoop => h.wait_site,
     }
 }
 
@@ -271,7 +343,10 @@ fn render_json(r: &Reactions, timing: &Timing, syms: &SymbolTable) -> Json {
                 "class": class,
                 "method": name,
                 "type": h.kind.name(),
-                "loop": method(r.nodes[h.loop_node].method),
+                "rule": h.rule.name(),
+                "framework": h.framework,
+                "dispatch": h.dispatch.map(|m| method(Some(m))),
+                "loop": method(loop_method(r, h)),
                 "samples": h.samples,
                 "run": h.run,
                 "share": h.share,
@@ -384,14 +459,23 @@ fn render_text(r: &Reactions, timing: &Timing, syms: &SymbolTable) -> String {
             .iter()
             .map(|(t, _)| syms.thread_name(*t))
             .collect();
+        let via = match (h.rule, h.dispatch, &h.framework) {
+            (HandlerRule::OwnLoop, _, _) => String::new(),
+            (HandlerRule::LibraryLoop, d, f) => format!(
+                "; called by {}{}",
+                d.map_or("?".to_string(), |m| qualified(syms, Some(m))),
+                f.as_ref().map_or(String::new(), |f| format!(" ({f})"))
+            ),
+        };
         let _ = writeln!(
             s,
-            "  {:<9}  {}  ({} samples, {:.1}% of RUN; loop {} waited {}; {}; threads {})",
+            "  {:<9}  {}  ({}: {} samples, {:.1}% of RUN; loop {} waited {}{via}; {}; threads {})",
             h.kind.name(),
             qualified(syms, r.nodes[h.node].method),
+            h.rule.name(),
             h.samples,
             h.share * 100.0,
-            qualified(syms, r.nodes[h.loop_node].method),
+            qualified(syms, loop_method(r, h)),
             h.waiting,
             states_text(&h.states),
             threads.join(", ")
@@ -581,11 +665,17 @@ fn render_xml(r: &Reactions, timing: &Timing, syms: &SymbolTable) -> String {
             .and_then(|m| timing.t.of(m))
             .map(latency_attrs)
             .unwrap_or_default();
+        let framework = h
+            .framework
+            .as_ref()
+            .map(|f| format!(" FRAMEWORK='{}'", attr(f)))
+            .unwrap_or_default();
         let _ = writeln!(
             s,
-            "    <EVENT METHOD='{}' TYPE='{}' SAMPLES='{}' RUN='{}' SHARE='{:.4}'{latency} />",
+            "    <EVENT METHOD='{}' TYPE='{}' RULE='{}'{framework} SAMPLES='{}' RUN='{}' SHARE='{:.4}'{latency} />",
             attr(&at_name(syms, r.nodes[h.node].method)),
             h.kind.name(),
+            h.rule.name(),
             h.samples,
             h.run,
             h.share

@@ -233,7 +233,7 @@ unsafe extern "C" fn class_file_load_hook(
     _env: *mut sys::jvmtiEnv,
     _jni: *mut sys::JNIEnv,
     _class_being_redefined: sys::jclass,
-    _loader: sys::jobject,
+    loader: sys::jobject,
     name: *const c_char,
     _protection_domain: sys::jobject,
     class_data_len: sys::jint,
@@ -270,7 +270,10 @@ unsafe extern "C" fn class_file_load_hook(
                 None => return,
             }
         };
-        if JDK_PACKAGES.iter().any(|p| internal.starts_with(p)) {
+        // A javax/ handler the switch chose was checked to come from a
+        // class loader of the class path (reactions::on_class_path).
+        let chosen_javax = only.is_some() && internal.starts_with("javax/") && !loader.is_null();
+        if JDK_PACKAGES.iter().any(|p| internal.starts_with(p)) && !chosen_javax {
             agent.problems.jdk_class(|| dotted.clone());
             return;
         }
