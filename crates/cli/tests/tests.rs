@@ -17,6 +17,7 @@ mod locks;
 mod metrics;
 mod monitors;
 mod periods;
+mod reaction_servers;
 mod reaction_timing;
 mod reactions;
 mod recording;
