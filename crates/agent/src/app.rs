@@ -51,7 +51,7 @@ pub fn entries(app: &[String], class_path: Option<&str>, command: Option<&str>) 
     let wanted = format!("{}.class", main.replace('.', "/"));
     cp.into_iter()
         .filter(|p| p.is_file())
-        .find(|p| jar_names(p).iter().any(|n| *n == wanted))
+        .find(|p| jar_names(p).contains(&wanted))
         .into_iter()
         .collect()
 }

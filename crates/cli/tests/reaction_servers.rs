@@ -552,3 +552,37 @@ fn jdk_httpserver_handlers_are_found_and_count_each_request() {
         None,
     );
 }
+
+#[test]
+fn a_class_path_of_jars_makes_the_main_class_jar_the_application() {
+    // Only jars on the class path (no classes directory): the jar holding
+    // the main class is the application, the Jetty jars are libraries.
+    let dir = scratch("app-jar");
+    let jar = dir.join("app.jar");
+    let status = Command::new("jar")
+        .arg("cf")
+        .arg(&jar)
+        .arg("-C")
+        .arg(server_classes())
+        .arg(".")
+        .status()
+        .expect("run jar");
+    assert!(status.success());
+    let trace = dir.join("trace.vmv");
+    let cp = format!("{}:{}", jetty_class_path(), jar.display());
+    // stdin is empty: the server starts and stops at once.
+    let out = Command::new(vmview())
+        .args(["record", "--events", "samples", "--interval", "5ms", "-o"])
+        .arg(&trace)
+        .args(["--", "java", "-cp", &cp, "srv.JdkServer"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run vmview record");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats = json_of(&["stats", path_str(&trace), "--format", "json"]);
+    assert_eq!(stats["properties"]["app_packages"], "srv", "{stats}");
+}

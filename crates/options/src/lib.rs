@@ -317,7 +317,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "app",
         value: Some("PATHS"),
         default: None,
-        help: "with reactions: the class path entries (directories or jars, ':'-separated) that hold the application; its classes are user code, all others library code [default: the class path's directories and the -jar or main class's jar]",
+        help: "with samples: the class path entries (directories or jars, ':'-separated) that hold the application; its classes are user code for vmview reactions, all others library code [default: the class path's directories and the -jar or main class's jar]",
         apply: |o, v| {
             let paths: Vec<String> = v
                 .split(':')
@@ -1105,6 +1105,24 @@ mod depth_window_tests {
         for bad in ["adapt=0", "adapt=fast", "adapt=3g/s"] {
             assert!(AgentOptions::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn handler_globs_and_app_paths_go_with_reactions() {
+        let o = AgentOptions::parse(
+            "reactions,handler=javax.servlet.http.HttpServlet.service+*Router.route,app=/srv/classes:/srv/app.jar",
+        )
+        .unwrap();
+        assert!(o.handler.matches("javax.servlet.http.HttpServlet.service"));
+        assert!(o.handler.matches("com.acme.Router.route"));
+        assert!(!o.handler.matches("javax.servlet.http.HttpServlet.doGet"));
+        assert_eq!(o.app, vec!["/srv/classes", "/srv/app.jar"]);
+        // handler= alone would time nothing: said, not ignored.
+        let e = AgentOptions::parse("handler=a.B.c")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("add reactions"), "{e}");
+        assert!(AgentOptions::parse("reactions,app=::").is_err());
     }
 
     #[test]
