@@ -427,6 +427,20 @@ fn timing_text(timing: &Timing, syms: &SymbolTable, s: &mut String) {
     );
     for h in &timing.t.handlers {
         let l = &h.latency;
+        // Overloads (both HttpServlet.service methods) get their descriptor.
+        let mut name = qualified(syms, Some(h.method));
+        let overloaded = timing
+            .t
+            .handlers
+            .iter()
+            .filter(|o| qualified(syms, Some(o.method)) == name)
+            .count()
+            > 1;
+        if overloaded {
+            if let Some(m) = syms.method(h.method) {
+                name.push_str(syms.string(m.sig));
+            }
+        }
         let _ = writeln!(
             s,
             "  {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
@@ -436,7 +450,7 @@ fn timing_text(timing: &Timing, syms: &SymbolTable, s: &mut String) {
             latency_text(l.quantile(0.90)),
             latency_text(l.quantile(0.99)),
             latency_text(l.max()),
-            qualified(syms, Some(h.method))
+            name
         );
     }
 }
