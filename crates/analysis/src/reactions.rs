@@ -233,6 +233,16 @@ pub struct Reactions {
     pub last_ns: u64,
 }
 
+/// What the profiles say about one method.
+struct Profiled {
+    /// The framework whose loop it is.
+    event_loop: Option<String>,
+    /// The framework whose dispatch method it is.
+    dispatch: Option<String>,
+    /// In a [`DEFAULT_SYSTEM`] package.
+    jdk: bool,
+}
+
 /// Builds the trie from SAMPLE events.
 pub struct ReactionTrie {
     config: ReactionConfig,
@@ -251,8 +261,8 @@ pub struct ReactionTrie {
     root_waits: HashMap<ThreadRef, HashMap<MethodId, u64>>,
     /// Per root child (first application frame): its dispatch methods.
     dispatch: HashMap<usize, HashMap<MethodId, u64>>,
-    /// Profile lookups by method: (loop framework, dispatch framework).
-    profiled: HashMap<MethodId, (Option<String>, Option<String>)>,
+    /// Per method: its profile lookups and whether it is the JDK's.
+    profiled: HashMap<MethodId, Profiled>,
 }
 
 impl ReactionTrie {
@@ -275,15 +285,16 @@ impl ReactionTrie {
         }
     }
 
-    /// The loop and dispatch frameworks the profiles name for `m`.
-    fn profile(&mut self, m: MethodId, syms: &SymbolTable) -> &(Option<String>, Option<String>) {
+    /// What the profiles say about `m` (looked up once per method).
+    fn profile(&mut self, m: MethodId, syms: &SymbolTable) -> &Profiled {
         let p = &self.config.profiles;
         self.profiled.entry(m).or_insert_with(|| {
             let q = qualified_name(syms, m);
-            (
-                p.event_loop(&q).map(str::to_string),
-                p.dispatch(&q).map(str::to_string),
-            )
+            Profiled {
+                event_loop: p.event_loop(&q).map(str::to_string),
+                dispatch: p.dispatch(&q).map(str::to_string),
+                jdk: DEFAULT_SYSTEM.iter().any(|p| q.starts_with(p)),
+            }
         })
     }
 
@@ -292,15 +303,14 @@ impl ReactionTrie {
     /// below the thread's base.
     fn wait_site(&mut self, frames: &[MethodId], syms: &SymbolTable) -> Option<MethodId> {
         for &m in frames {
-            if self.profile(m, syms).0.is_some() {
+            if self.profile(m, syms).event_loop.is_some() {
                 return Some(m);
             }
         }
-        let jdk = |m: MethodId| {
-            let class = syms.method(m).map_or("?", |s| syms.string(s.class));
-            DEFAULT_SYSTEM.iter().any(|p| class.starts_with(p))
-        };
-        if let Some(&m) = frames.iter().find(|m| !jdk(**m)) {
+        if let Some(&m) = frames
+            .iter()
+            .find(|m| self.profiled.get(*m).is_some_and(|p| !p.jdk))
+        {
             return Some(m);
         }
         match frames {
@@ -364,7 +374,7 @@ impl ReactionTrie {
                     let dispatch = below
                         .iter()
                         .copied()
-                        .find(|b| self.profile(*b, syms).1.is_some())
+                        .find(|b| self.profile(*b, syms).dispatch.is_some())
                         .or_else(|| below.first().copied());
                     if let Some(d) = dispatch {
                         let child = self.child(0, m);
@@ -582,11 +592,11 @@ impl ReactionTrie {
             let dispatch = self.dispatch.get(&ch).and_then(most);
             let framework = dispatch
                 .and_then(|m| self.profiled.get(&m))
-                .and_then(|p| p.1.clone())
+                .and_then(|p| p.dispatch.clone())
                 .or_else(|| {
                     wait_site
                         .and_then(|m| self.profiled.get(&m))
-                        .and_then(|p| p.0.clone())
+                        .and_then(|p| p.event_loop.clone())
                 });
             found.push(Handler {
                 rule: HandlerRule::LibraryLoop,

@@ -307,7 +307,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "handler",
         value: Some("GLOBS"),
         default: None,
-        help: "with reactions: also time these Class.method globs when they appear in the warm-up's samples, e.g. javax.servlet.http.HttpServlet.service (a framework's dispatch method as the event boundary)",
+        help: "with reactions: also time the methods matching these '+'-separated Class.method globs when they appear in the warm-up's samples, e.g. javax.servlet.http.HttpServlet.service (a framework's dispatch method as the event boundary)",
         apply: |o, v| {
             o.handler = ClassFilter::parse(v).map_err(|e| e.to_string())?;
             Ok(())
