@@ -339,7 +339,7 @@ fn check_server(
     let mut flags = vec![
         "--reactions",
         "--reactions-after",
-        "3s",
+        "5s",
         "--interval",
         "5ms",
     ];
