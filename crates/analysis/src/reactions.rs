@@ -488,8 +488,24 @@ impl ReactionTrie {
             ThreadState::Io.index(),
             ThreadState::Wait.index(),
         );
+        // A framework's handler that reads or writes (its request, its
+        // reply) waits as part of the event, not for the next one: no
+        // loop lies inside a library-loop handler.
+        let library = self.detect_library_loops(run_samples);
+        let inside_library_handler = |mut i: usize| {
+            while i != 0 {
+                if library.iter().any(|h| h.node == i) {
+                    return true;
+                }
+                i = self.nodes[i].parent;
+            }
+            false
+        };
         let mut found = Vec::new();
         for (i, n) in self.nodes.iter().enumerate().skip(1) {
+            if inside_library_handler(i) {
+                continue;
+            }
             let mut waiting = [0u64; 5];
             waiting[wait] = n.own[wait];
             waiting[io] = n.own[io];
@@ -538,7 +554,7 @@ impl ReactionTrie {
                 });
             }
         }
-        found.extend(self.detect_library_loops(run_samples));
+        found.extend(library);
         found.sort_by(|a, b| b.run.cmp(&a.run).then(a.node.cmp(&b.node)));
         found
     }
@@ -908,6 +924,27 @@ mod tests {
             trie.add_sample(ThreadRef(3), i, ThreadState::Io, &[m(6), m(0)], s);
             trie.add_sample(ThreadRef(4), i, ThreadState::Run, &[m(1), m(0)], s);
         }
+    }
+
+    #[test]
+    fn a_library_loop_handler_writing_its_reply_is_no_loop_of_its_own() {
+        // shop.Orders does IO itself (it writes the reply) above a RUN
+        // child: DYMON's rule alone would make shop.Pricing a handler
+        // under an Orders "loop"; this broke the JDK HttpServer test.
+        let s = server_table();
+        let mut trie = ReactionTrie::new(ReactionConfig {
+            app_packages: app(&["shop"]),
+            profiles: Profiles::default(),
+            ..ReactionConfig::default()
+        });
+        server(&mut trie, &s);
+        for i in 0..20 {
+            let frames = [MethodId(4), MethodId(3), MethodId(1), MethodId(0)];
+            trie.add_sample(ThreadRef(1), 100 + i, ThreadState::Io, &frames, &s);
+        }
+        let r = trie.finish();
+        let found: Vec<_> = r.handlers.iter().map(|h| r.nodes[h.node].method).collect();
+        assert_eq!(found, vec![Some(MethodId(4))], "{:?}", r.handlers);
     }
 
     fn app(packages: &[&str]) -> Option<HashSet<String>> {

@@ -4,17 +4,18 @@
 //! each under a loopback load generator written here, with a known number
 //! of requests per endpoint.
 //!
-//! The load has two phases. The warm-up load runs until the agent says on
-//! stderr that it chose its handlers; then, with the warm-up's
-//! connections closed, the measured load sends exactly N requests to each
-//! endpoint, timing each one from its first byte written to its last byte
+//! The load has two phases. The warm-up load runs for the first 6 s after
+//! the recording starts, which ends before the agent's 8 s warm-up does;
+//! once the agent says on stderr that it chose its handlers, the measured
+//! load sends exactly N requests to each endpoint, timing each one from its first byte written to its last byte
 //! read. What is compared: the handlers found are the application's
 //! methods (`doGet`, `handle`), by the library-loop rule; the events timed
 //! per handler are the measured requests plus only those warm-up requests
-//! still in flight at the switch (the ones that ended after it: entering
-//! the handler after the switch is the only way to be counted); and each
-//! handler's p50 and p99 are at most the client's for its endpoint (the
-//! probe's window lies inside the client's).
+//! still in flight at the switch (normally none; the ones that ended after
+//! it, as entering the handler after the switch is the only way to be
+//! counted); and each handler's p50 and p99 are at most the client's for
+//! its endpoint (the probe's window lies inside the client's), within the
+//! histogram's resolution.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -241,18 +242,18 @@ const ENDPOINTS: [&str; 2] = ["/json", "/work"];
 type Warm = (usize, u64, u64);
 
 /// Two connections send json, json, work, … with a 5 ms pause between
-/// requests until the agent switched (at most 120 s).
-fn warm_up(s: &Server) -> Vec<Warm> {
+/// requests until `until`, then the agent's switch is awaited (at most
+/// 120 s). `until` lies before the agent's warm-up can end, so normally
+/// no warm-up request is in flight at the switch.
+fn warm_up(s: &Server, until: Instant) -> Vec<Warm> {
     let threads: Vec<JoinHandle<Vec<Warm>>> = (0..2)
         .map(|c| {
-            let (port, seen) = (s.port, s.switch_seen.clone());
+            let port = s.port;
             std::thread::spawn(move || {
                 let mut conn = Conn::open(port);
                 let mut done = Vec::new();
-                let deadline = Instant::now() + Duration::from_secs(120);
                 let mut i = c;
-                while seen.load(Ordering::SeqCst) == 0 {
-                    assert!(Instant::now() < deadline, "no switch within 120 s");
+                while Instant::now() < until {
                     let e = usize::from(i % 3 == 2);
                     let start = unix_ns();
                     conn.get(ENDPOINTS[e]);
@@ -264,10 +265,20 @@ fn warm_up(s: &Server) -> Vec<Warm> {
             })
         })
         .collect();
-    threads
+    let warm = threads
         .into_iter()
         .flat_map(|t| t.join().expect("warm-up thread"))
-        .collect()
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while s.switch_seen.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no switch within 120 s: {}",
+            s.stderr.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    warm
 }
 
 /// `counts[e]` requests to each endpoint over `conns` connections, in an
@@ -339,15 +350,18 @@ fn check_server(
     let mut flags = vec![
         "--reactions",
         "--reactions-after",
-        "5s",
+        "8s",
         "--interval",
         "5ms",
     ];
     if let Some(d) = dispatch {
         flags.extend(["--handler", d]);
     }
+    // The agent starts after this: its 8 s warm-up ends after `until`.
+    let until = Instant::now() + Duration::from_secs(6);
     let server = start(main, &flags);
-    let warm = warm_up(&server);
+    let warm = warm_up(&server, until);
+    assert!(!warm.is_empty(), "the server took 6 s to start");
     let seen_ns = server.switch_seen.load(Ordering::SeqCst);
     std::thread::sleep(Duration::from_millis(200));
     let lat = measured(server.port, counts, 4);
@@ -475,6 +489,17 @@ fn check_server(
         );
         let cmean = client.iter().sum::<u64>() / client.len() as u64;
         let (p50, p99) = (t["p50_ns"].as_u64().unwrap(), t["p99_ns"].as_u64().unwrap());
+        // The server's times are the measured requests' (each inside its
+        // client time) plus `extra` warm-up ones: its rank-r value is at
+        // most the client's rank-r value with r = ceil(q (n + extra)),
+        // which is the client's own percentile when nothing was extra.
+        // vmview reports a bucket's middle: within 1/256 of the value.
+        let extra = events - counts[e];
+        let bound = |q: f64| {
+            let r = ((q * (client.len() + extra) as f64).ceil() as usize).clamp(1, client.len());
+            let v = client[r - 1];
+            v + v / 256
+        };
         // The numbers docs/REACTIONS.md shows side by side.
         eprintln!(
             "{main} {}: sent {} after the switch, counted {events} (in flight {lower}..={upper}); \
@@ -492,8 +517,14 @@ fn check_server(
             c99 / 1000,
             cmax / 1000
         );
-        assert!(p50 <= c50, "{want}: server p50 {p50} > client p50 {c50}");
-        assert!(p99 <= c99, "{want}: server p99 {p99} > client p99 {c99}");
+        assert!(
+            p50 <= bound(0.50),
+            "{want}: server p50 {p50} > client p50 {c50} (+{extra} events)"
+        );
+        assert!(
+            p99 <= bound(0.99),
+            "{want}: server p99 {p99} > client p99 {c99} (+{extra} events)"
+        );
     }
     // Only the application's methods (and --handler's) were chosen: no
     // framework machinery.
