@@ -76,6 +76,21 @@ pub struct ReactionConfig {
     pub profiles: Profiles,
 }
 
+impl ReactionConfig {
+    /// The default configuration for a trace with these header
+    /// properties: its `app_packages`, if recorded, split user code from
+    /// library code.
+    pub fn for_trace(properties: &[(String, String)]) -> Self {
+        ReactionConfig {
+            app_packages: properties
+                .iter()
+                .find(|(k, _)| k == APP_PACKAGES_PROPERTY)
+                .map(|(_, v)| parse_app_packages(v)),
+            ..ReactionConfig::default()
+        }
+    }
+}
+
 /// The trace header property listing the application's packages
 /// (space-separated, the default package as [`DEFAULT_PACKAGE`]).
 pub const APP_PACKAGES_PROPERTY: &str = "app_packages";

@@ -17,9 +17,7 @@ use clap::{Args, ValueEnum};
 use serde_json::{json, Value as Json};
 use vmview_analysis::frameworks::Profiles;
 use vmview_analysis::latency::{HandlerLatency, HandlerTiming, LatencyHistogram, TimingStatus};
-use vmview_analysis::reactions::{
-    parse_app_packages, Handler, HandlerRule, Reactions, StateCounts, APP_PACKAGES_PROPERTY,
-};
+use vmview_analysis::reactions::{Handler, HandlerRule, Reactions, StateCounts};
 use vmview_analysis::{EventSink, ReactionConfig, ReactionTrie};
 use vmview_export::names::MethodNames;
 use vmview_format::{MethodId, SymbolTable, ThreadState};
@@ -147,19 +145,13 @@ pub fn run(args: &ReactionsArgs) -> anyhow::Result<ExitCode> {
             })?;
     }
     let mut reader = trace::open(&args.file)?;
-    let app_packages = reader
-        .header()
-        .properties
-        .iter()
-        .find(|(k, _)| k == APP_PACKAGES_PROPERTY)
-        .map(|(_, v)| parse_app_packages(v));
     let mut trie = ReactionTrie::new(ReactionConfig {
         user: args.user.clone(),
         system: args.system.clone(),
         min_samples: args.min_samples,
         min_share: args.min_share,
-        app_packages,
         profiles,
+        ..ReactionConfig::for_trace(&reader.header().properties)
     });
     let warmup = reader
         .header()

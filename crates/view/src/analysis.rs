@@ -82,6 +82,12 @@ impl TraceAnalysis {
         }
     }
 
+    /// Reads the reactions analysis' user/library split from the trace
+    /// header (`app_packages`); call before the first event.
+    pub fn use_header(&mut self, properties: &[(String, String)]) {
+        self.reactions = ReactionTrie::new(ReactionConfig::for_trace(properties));
+    }
+
     pub fn event(&mut self, ev: &Event, syms: &SymbolTable) {
         self.stats.event(ev, syms);
         self.reactions.event(ev, syms);

@@ -120,6 +120,7 @@ impl TraceModel {
     fn compute_views(&self) -> Result<(Json, String), String> {
         let mut reader = TraceReader::open(&self.path).map_err(|e| e.to_string())?;
         let mut analysis = TraceAnalysis::new(self.duration_ns, &self.title);
+        analysis.use_header(&reader.header().properties);
         while let Some(ev) = reader.next_event() {
             analysis.event(&ev, reader.symbols());
         }

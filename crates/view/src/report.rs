@@ -75,6 +75,7 @@ pub fn report_html(
     }
     let duration_ns = index.chunks.iter().map(|c| c.end_ns).max().unwrap_or(0);
     let mut analysis = TraceAnalysis::new(duration_ns, title);
+    analysis.use_header(&reader.header().properties);
     let mut jsonl = JsonlWriter::new(Vec::new());
     while let Some(ev) = reader.next_event() {
         analysis.event(&ev, reader.symbols());
