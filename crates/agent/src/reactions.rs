@@ -33,6 +33,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
 use std::time::Instant;
+use vmview_analysis::frameworks::Profiles;
 use vmview_analysis::{ReactionConfig, ReactionTrie};
 use vmview_format::{
     EventKind, Loc, MethodId, MethodSymbol, StringId, Symbol, SymbolTable, ThreadRef, ThreadState,
@@ -93,6 +94,7 @@ impl Detector {
                     .app_packages
                     .as_ref()
                     .map(|p| p.iter().cloned().collect()),
+                profiles: profiles(agent),
                 ..ReactionConfig::default()
             })),
             syms: SymbolTable::default(),
@@ -322,6 +324,25 @@ impl Detector {
         }
         crate::problems::say(&line);
     }
+}
+
+/// The built-in framework profiles plus `frameworks=`'s file (read once,
+/// when the recording starts; a bad file is said and left out).
+fn profiles(agent: &Agent) -> Profiles {
+    let mut p = Profiles::builtin();
+    if let Some(path) = &agent.options.frameworks {
+        let added = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {path}: {e}"))
+            .and_then(|text| {
+                let mut more = Profiles::default();
+                more.add_text(&text, path).map(|()| more)
+            });
+        match added {
+            Ok(more) => p.entries.extend(more.entries),
+            Err(e) => crate::problems::say(&format!("reactions: frameworks={path} left out: {e}")),
+        }
+    }
+    p
 }
 
 /// Whether `class` was defined by a class loader other than the bootstrap

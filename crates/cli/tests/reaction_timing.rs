@@ -316,3 +316,49 @@ fn reactions_with_mode_jvmti_is_refused_before_java_starts() {
     );
     assert!(!rec.trace.exists());
 }
+
+#[test]
+fn a_frameworks_file_makes_classes_library_code_for_the_agents_warm_up() {
+    // The profile says fx.Latency's consumer is a framework's: its handle
+    // is library code, so the warm-up times the application method that
+    // "framework" calls per item, spin (the library-loop rule), and not
+    // handle; a file that does not parse is said on stderr and left out.
+    let dir = scratch("frameworks");
+    let good = dir.join("good.txt");
+    std::fs::write(&good, "queue library fx.Latency$Consumer\n").unwrap();
+    let bad = dir.join("bad.txt");
+    std::fs::write(&bad, "queue lib fx.Latency$Consumer\n").unwrap();
+    let flags = |f: &std::path::Path| {
+        vec![
+            "--reactions".to_string(),
+            "--reactions-after".to_string(),
+            "500ms".to_string(),
+            "--interval".to_string(),
+            "5ms".to_string(),
+            "--frameworks".to_string(),
+            f.display().to_string(),
+        ]
+    };
+    let args = flags(&good);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let rec = record(&args, &[], "fx.Latency", &["600"]);
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    let stderr = rec.stderr();
+    assert!(
+        stderr.contains("timing fx.Latency.spin") && !stderr.contains("Consumer.handle"),
+        "{stderr}"
+    );
+    let args = flags(&bad);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let rec = record(&args, &[], "fx.Latency", &["600"]);
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    let stderr = rec.stderr();
+    assert!(
+        stderr.contains("left out") && stderr.contains("unknown kind 'lib'"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("timing fx.Latency$Consumer.handle"),
+        "{stderr}"
+    );
+}

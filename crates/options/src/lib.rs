@@ -314,6 +314,19 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "frameworks",
+        value: Some("FILE"),
+        default: None,
+        help: "with reactions: more framework profiles for the warm-up's detection, a file of FRAMEWORK KIND GLOB lines (see vmview reactions --help; vmview reactions takes the same file with --frameworks)",
+        apply: |o, v| {
+            if v.is_empty() {
+                return Err("expected a file of framework profiles".to_string());
+            }
+            o.frameworks = Some(v.to_string());
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "app",
         value: Some("PATHS"),
         default: None,
@@ -397,6 +410,8 @@ pub struct AgentOptions {
     pub handler: ClassFilter,
     /// The application's class path entries (`app=`); empty: guessed.
     pub app: Vec<String>,
+    /// A file of more framework profiles (`frameworks=`).
+    pub frameworks: Option<String>,
     pub quiet: bool,
 }
 
@@ -424,6 +439,7 @@ impl Default for AgentOptions {
             reactions_after: Duration::from_secs(5),
             handler: ClassFilter::default(),
             app: Vec::new(),
+            frameworks: None,
             quiet: false,
         }
     }
