@@ -502,9 +502,10 @@ fn check_server(
         };
         // The numbers docs/REACTIONS.md shows side by side.
         eprintln!(
-            "{main} {}: sent {} after the switch, counted {events} (in flight {lower}..={upper}); \
+            "{main} {}: {} warm-up requests, sent {} after the switch, counted {events} (in flight {lower}..={upper}); \
              server mean/p50/p90/p99/max {}/{}/{}/{}/{} us; client {}/{}/{}/{}/{} us",
             ENDPOINTS[e],
+            warm_of(e),
             counts[e],
             t["mean_ns"].as_u64().unwrap() / 1000,
             p50 / 1000,
