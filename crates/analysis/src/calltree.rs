@@ -31,10 +31,18 @@
 //! A RETURN of a frame missing from the stack (it returned while the
 //! agent was taking the stacks) becomes a context node closed there, under
 //! the frames that are.
+//!
+//! **Depth cap.** Paths are kept to [`CallTreeBuilder::max_depth`] frames
+//! (default [`vmview_format::DEFAULT_MAX_DEPTH`]); a deeper call, with all
+//! it calls, counts in one [`NodeKey::Truncated`] node under the last kept
+//! frame, so a recursion 40,000 deep is a tree of about a thousand nodes
+//! and everything that walks or prints the tree stays bounded.
 
 use std::collections::HashMap;
 
-use vmview_format::{Event, EventKind, MethodId, Metrics, Monitor, SymbolTable, ThreadRef};
+use vmview_format::{
+    Event, EventKind, MethodId, Metrics, Monitor, SymbolTable, ThreadRef, DEFAULT_MAX_DEPTH,
+};
 
 use crate::EventSink;
 
@@ -47,6 +55,9 @@ pub enum NodeKey {
     Method(MethodId),
     /// A placeholder: the calls below it ran while this monitor was held.
     Monitor(Monitor),
+    /// The frames below the depth cap, all in one node ([`Node::truncated`]
+    /// says how many at most).
+    Truncated,
 }
 
 /// Accumulated figures of one node. Times in ns.
@@ -94,6 +105,11 @@ pub struct Node {
     /// Child indices, in order of first appearance.
     pub children: Vec<u32>,
     pub stats: NodeStats,
+    /// For a [`NodeKey::Truncated`] node: the most frames it stood for at
+    /// once (the depth beyond the cap); else 0.
+    pub truncated: u32,
+    /// Frames from the root (the root is 0).
+    pub depth: u32,
 }
 
 /// A tree of calling contexts, nodes in an arena (index 0 is the root).
@@ -117,6 +133,8 @@ impl CallTree {
                 parent: None,
                 children: Vec::new(),
                 stats: NodeStats::default(),
+                truncated: 0,
+                depth: 0,
             }],
             index: HashMap::new(),
         }
@@ -144,11 +162,14 @@ impl CallTree {
             return i;
         }
         let i = self.nodes.len() as u32;
+        let depth = self.nodes[parent as usize].depth + 1;
         self.nodes.push(Node {
             key,
             parent: Some(parent),
             children: Vec::new(),
             stats: NodeStats::default(),
+            truncated: 0,
+            depth,
         });
         self.nodes[parent as usize].children.push(i);
         self.index.insert((parent, key), i);
@@ -171,7 +192,9 @@ impl CallTree {
         let mut work = vec![(CallTree::ROOT, CallTree::ROOT)];
         while let Some((mine, theirs)) = work.pop() {
             let n = other.node(theirs);
-            self.nodes[mine as usize].stats.add(&n.stats);
+            let m = &mut self.nodes[mine as usize];
+            m.stats.add(&n.stats);
+            m.truncated = m.truncated.max(n.truncated);
             for &c in &n.children {
                 let k = other.node(c).key;
                 let m = self.child(mine, k);
@@ -184,22 +207,19 @@ impl CallTree {
     /// a PERIOD_START stack that returned before the period saw them run
     /// (a CALL at their depth showed they were gone).
     fn prune_empty(&mut self) {
-        fn keep(t: &CallTree, n: u32, memo: &mut Vec<Option<bool>>) -> bool {
-            if let Some(k) = memo[n as usize] {
-                return k;
-            }
-            let node = t.node(n);
-            let mut k = node.stats != NodeStats::default();
-            for &c in &node.children {
-                k |= keep(t, c, memo);
-            }
-            memo[n as usize] = Some(k);
-            k
-        }
-        let mut memo = vec![None; self.nodes.len()];
-        let kept: Vec<bool> = (0..self.nodes.len() as u32)
-            .map(|n| n == Self::ROOT || keep(self, n, &mut memo))
+        // Children come after their parent: one backward pass, no recursion.
+        let mut kept: Vec<bool> = self
+            .nodes
+            .iter()
+            .map(|n| n.stats != NodeStats::default())
             .collect();
+        kept[0] = true;
+        for i in (1..self.nodes.len()).rev() {
+            if kept[i] {
+                let p = self.nodes[i].parent.unwrap_or(0);
+                kept[p as usize] = true;
+            }
+        }
         if kept.iter().all(|k| *k) {
             return;
         }
@@ -211,6 +231,7 @@ impl CallTree {
                 if kept[c as usize] {
                     let m = out.child(mine, self.nodes[c as usize].key);
                     out.nodes[m as usize].stats = self.nodes[c as usize].stats;
+                    out.nodes[m as usize].truncated = self.nodes[c as usize].truncated;
                     work.push((m, c));
                 }
             }
@@ -325,6 +346,9 @@ impl CallTrees {
 #[derive(Debug, Clone)]
 struct Frame {
     node: u32,
+    /// What the frame is (its node may be a truncated one that stands for
+    /// many frames).
+    key: NodeKey,
     depth: u32,
     /// For a monitor placeholder: the monitor.
     monitor: Option<Monitor>,
@@ -385,6 +409,26 @@ impl ThreadBuild {
         self.stack.last().map_or(CallTree::ROOT, |f| f.node)
     }
 
+    /// The node of a new frame `key` on top of the stack: its own node while
+    /// the path is within `max_depth` frames, else the truncated node under
+    /// the last kept frame.
+    fn node_for(&mut self, key: NodeKey, max_depth: u32) -> u32 {
+        let parent = self.parent_node();
+        let extra = (self.stack.len() as u32 + 1).saturating_sub(max_depth);
+        let tree = self.tree();
+        let p = &tree.nodes[parent as usize];
+        let node = if p.key == NodeKey::Truncated {
+            parent
+        } else if p.depth >= max_depth {
+            tree.child(parent, NodeKey::Truncated)
+        } else {
+            return tree.child(parent, key);
+        };
+        let n = &mut tree.nodes[node as usize];
+        n.truncated = n.truncated.max(extra.max(1));
+        node
+    }
+
     /// Closes the innermost frame at `time` with the thread's metrics then.
     fn close_top(&mut self, time: u64, metrics: Metrics, cost_now: u64, records_now: u64) {
         let Some(f) = self.stack.pop() else { return };
@@ -407,22 +451,29 @@ impl ThreadBuild {
             (cpu, alloc)
         };
         let records = records_now.saturating_sub(f.records);
+        // Frames below the depth cap nest inside one truncated node: only
+        // the outermost adds its inclusive figures, or they would count
+        // once per frame.
+        let mut nested = false;
         if let Some(parent) = self.stack.last_mut() {
             parent.child_wall += wall;
             parent.child_comp += comp;
             parent.child_cpu += cpu;
             parent.child_alloc += alloc;
+            nested = parent.node == f.node;
         }
         let s = &mut self.tree().nodes[f.node as usize].stats;
-        s.wall_incl_ns += wall;
         s.wall_excl_ns += wall.saturating_sub(f.child_wall);
-        s.comp_incl_ns += comp;
         s.comp_excl_ns += comp.saturating_sub(f.child_comp);
-        s.cpu_incl_ns += cpu;
         s.cpu_excl_ns += cpu.saturating_sub(f.child_cpu);
-        s.alloc_incl += alloc;
         s.alloc_excl += alloc.saturating_sub(f.child_alloc);
-        s.records += records;
+        if !nested {
+            s.wall_incl_ns += wall;
+            s.comp_incl_ns += comp;
+            s.cpu_incl_ns += cpu;
+            s.alloc_incl += alloc;
+            s.records += records;
+        }
     }
 
     /// Closes every open frame (the period ended, or the trace did).
@@ -449,6 +500,7 @@ pub struct CallTreeBuilder {
     periods: Vec<u32>,
     /// The period begun by the last PERIOD_START and not yet ended.
     current_period: Option<u32>,
+    max_depth: u32,
 }
 
 impl Default for CallTreeBuilder {
@@ -469,7 +521,15 @@ impl CallTreeBuilder {
             unmatched_returns: 0,
             periods: Vec::new(),
             current_period: None,
+            max_depth: DEFAULT_MAX_DEPTH,
         }
+    }
+
+    /// Keeps paths to `frames` frames from the root (at least 1); deeper
+    /// calls count in one [`NodeKey::Truncated`] node.
+    pub fn max_depth(mut self, frames: u32) -> Self {
+        self.max_depth = frames.max(1);
+        self
     }
 
     /// Keeps only threads whose name `select` accepts.
@@ -559,6 +619,7 @@ impl EventSink for CallTreeBuilder {
             _ => return,
         }
         let cost = self.cost(&ev.kind);
+        let max_depth = self.max_depth;
         let call_cost = self.calibration.cost_ps("CALL");
         let return_cost = self.calibration.cost_ps("RETURN");
         if !self.threads.contains_key(&ev.thread) {
@@ -604,10 +665,10 @@ impl EventSink for CallTreeBuilder {
                     .unwrap_or_default();
                 let (records, cost_ps, metrics) = (t.records, t.cost_ps, t.last_metrics);
                 for (i, m) in frames.into_iter().enumerate() {
-                    let parent = t.parent_node();
-                    let node = t.tree().child(parent, NodeKey::Method(m));
+                    let node = t.node_for(NodeKey::Method(m), max_depth);
                     t.stack.push(Frame {
                         node,
+                        key: NodeKey::Method(m),
                         depth: i as u32 + 1,
                         monitor: None,
                         start_ns: ev.time_ns,
@@ -644,11 +705,11 @@ impl EventSink for CallTreeBuilder {
                 }
                 t.records += 1;
                 t.cost_ps += cost;
-                let parent = t.parent_node();
-                let node = t.tree().child(parent, NodeKey::Method(*method));
+                let node = t.node_for(NodeKey::Method(*method), max_depth);
                 t.tree().nodes[node as usize].stats.calls += 1;
                 t.stack.push(Frame {
                     node,
+                    key: NodeKey::Method(*method),
                     depth: *depth,
                     monitor: None,
                     start_ns: ev.time_ns,
@@ -674,10 +735,7 @@ impl EventSink for CallTreeBuilder {
                 self.has_alloc |= metrics.alloc_bytes.is_some();
                 t.last_metrics = merge_metrics(t.last_metrics, *metrics);
                 let found = t.stack.iter().rposition(|f| {
-                    f.monitor.is_none() && f.depth == *depth && {
-                        let n = &t.periods[t.current.unwrap_or(0)].1;
-                        n.nodes[f.node as usize].key == NodeKey::Method(*method)
-                    }
+                    f.monitor.is_none() && f.depth == *depth && f.key == NodeKey::Method(*method)
                 });
                 match found {
                     Some(i) => {
@@ -700,11 +758,11 @@ impl EventSink for CallTreeBuilder {
                         && *depth > 0
                         && t.stack.last().is_none_or(|f| f.depth < *depth) =>
                     {
-                        let parent = t.parent_node();
-                        let node = t.tree().child(parent, NodeKey::Method(*method));
+                        let node = t.node_for(NodeKey::Method(*method), max_depth);
                         let (c, r, start) = (t.cost_ps, t.records, t.period_start);
                         t.stack.push(Frame {
                             node,
+                            key: NodeKey::Method(*method),
                             depth: *depth,
                             monitor: None,
                             start_ns: start,
@@ -731,12 +789,12 @@ impl EventSink for CallTreeBuilder {
                 }
                 t.records += 1;
                 t.cost_ps += cost;
-                let parent = t.parent_node();
-                let node = t.tree().child(parent, NodeKey::Monitor(*monitor));
+                let node = t.node_for(NodeKey::Monitor(*monitor), max_depth);
                 t.tree().nodes[node as usize].stats.calls += 1;
                 let metrics = t.last_metrics;
                 t.stack.push(Frame {
                     node,
+                    key: NodeKey::Monitor(*monitor),
                     depth: *depth,
                     monitor: Some(*monitor),
                     start_ns: ev.time_ns,
@@ -943,6 +1001,48 @@ mod tests {
         assert_eq!(s(main).records, 6);
         assert_eq!(s(a).records, 2);
         assert_eq!(t.unmatched_returns, 0);
+    }
+
+    #[test]
+    fn frames_below_the_depth_cap_fold_into_one_truncated_node() {
+        // Issue 21: a recursion 40,000 deep was a 40,000-node path, and
+        // `calltree` took 5 GB printing it. main → a → b → b → … 10 deep,
+        // each frame 10 ns in and 10 ns out, cut at 3 frames.
+        let mut events = vec![(T0, 0, call(MAIN, 1)), (T0, 10, call(A, 2))];
+        for d in 3..=10 {
+            events.push((T0, 10 * u64::from(d), call(B, d)));
+        }
+        for d in (3..=10).rev() {
+            events.push((T0, 200 - 10 * u64::from(d), ret(B, d)));
+        }
+        events.push((T0, 190, ret(A, 2)));
+        events.push((T0, 200, ret(MAIN, 1)));
+        let (events, syms) = through_a_trace(&events);
+        let mut b = CallTreeBuilder::new().max_depth(3);
+        for e in &events {
+            b.event(e, &syms);
+        }
+        let tree = b.finish().merged();
+        // root, main, a, b, and one node for the 7 frames below.
+        assert_eq!(tree.len(), 5);
+        let keys = [
+            NodeKey::Method(MAIN),
+            NodeKey::Method(A),
+            NodeKey::Method(B),
+            NodeKey::Truncated,
+        ];
+        let b3 = tree.path(&keys[..3]).expect("b at depth 3");
+        let cut = tree.path(&keys).expect("the truncated node");
+        let n = tree.node(cut);
+        assert_eq!(n.truncated, 7);
+        assert!(n.children.is_empty());
+        assert_eq!(n.stats.calls, 7);
+        // Inclusive: the outermost truncated frame only (40..160), not the
+        // sum over the nested ones; exclusive: all of it.
+        assert_eq!(n.stats.wall_incl_ns, 120);
+        assert_eq!(n.stats.wall_excl_ns, 120);
+        assert_eq!(tree.node(b3).stats.wall_incl_ns, 140);
+        assert_eq!(tree.node(b3).stats.wall_excl_ns, 20);
     }
 
     #[test]

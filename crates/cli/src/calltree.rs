@@ -17,10 +17,10 @@ use std::process::ExitCode;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value as Json};
-use vmview_analysis::calltree::{CallTree, CallTreeBuilder, CallTrees, NodeKey, NodeStats};
+use vmview_analysis::calltree::{CallTree, CallTreeBuilder, CallTrees, Node, NodeKey, NodeStats};
 use vmview_analysis::EventSink;
 use vmview_export::names::{monitor_name, MethodNames};
-use vmview_format::SymbolTable;
+use vmview_format::{truncated_label, SymbolTable};
 use vmview_options::{duration_short as short_ns, Glob};
 
 use crate::error::hinted;
@@ -71,6 +71,12 @@ pub struct CalltreeArgs {
     /// 0.01 or 1%.
     #[arg(long, value_name = "F", value_parser = parse_share, default_value = "0")]
     min_share: f64,
+    /// Keep call paths to N frames from the thread's first traced frame;
+    /// deeper calls count in one `[truncated N frames]` node under the last
+    /// kept frame (a recursion 40,000 deep stays a tree of N nodes).
+    #[arg(long, value_name = "N", default_value_t = vmview_format::DEFAULT_MAX_DEPTH,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_depth: u32,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -105,7 +111,7 @@ struct Section {
 }
 
 pub fn run(args: &CalltreeArgs) -> anyhow::Result<ExitCode> {
-    let mut builder = CallTreeBuilder::new();
+    let mut builder = CallTreeBuilder::new().max_depth(args.max_depth);
     if !args.thread.is_empty() {
         let globs: Vec<Glob> = args.thread.iter().map(|g| Glob::new(g)).collect();
         builder = builder.select_threads(move |name| globs.iter().any(|g| g.matches(name)));
@@ -140,7 +146,9 @@ pub fn run(args: &CalltreeArgs) -> anyhow::Result<ExitCode> {
         Format::Text => out.write_all(render_text(args, &trees, &sections, syms).as_bytes())?,
         Format::Json => {
             let doc = render_json(args, &trees, &sections, syms);
-            serde_json::to_writer_pretty(&mut out, &doc).map_err(io::Error::from)?;
+            // Compact: indentation grows with the nesting, and a tree at the
+            // depth cap pretty-printed was 63 MB.
+            serde_json::to_writer(&mut out, &doc).map_err(io::Error::from)?;
             out.write_all(b"\n")?;
         }
         Format::Collapsed => out.write_all(render_collapsed(args, &sections, syms).as_bytes())?,
@@ -219,9 +227,10 @@ fn sections(args: &CalltreeArgs, trees: &CallTrees) -> Vec<Section> {
     out
 }
 
-fn node_name(key: NodeKey, syms: &SymbolTable) -> String {
-    match key {
+fn node_name(node: &Node, syms: &SymbolTable) -> String {
+    match node.key {
         NodeKey::Root => "(root)".to_string(),
+        NodeKey::Truncated => truncated_label(node.truncated),
         NodeKey::Method(m) => {
             let n = MethodNames::resolve(syms, m);
             format!("{}.{}", n.class, n.name)
@@ -340,12 +349,7 @@ fn render_text(
                     short_bytes(st.alloc_excl)
                 );
             }
-            let _ = writeln!(
-                o,
-                "{line}  {}{}",
-                "  ".repeat(level),
-                node_name(node.key, syms)
-            );
+            let _ = writeln!(o, "{line}  {}{}", "  ".repeat(level), node_name(node, syms));
             for c in visible(args, &s.tree, n, total).into_iter().rev() {
                 stack.push((c, level + 1));
             }
@@ -377,6 +381,7 @@ fn node_json(
             )
         }
         NodeKey::Monitor(m) => ("monitor", Json::String(monitor_name(syms, &m))),
+        NodeKey::Truncated => ("truncated", json!(node.truncated)),
     };
     let mut o = json!({
         "kind": kind,
@@ -388,12 +393,16 @@ fn node_json(
     let obj = o.as_object_mut().expect("object");
     match node.key {
         NodeKey::Method(_) => {
-            obj.insert("name".into(), Json::String(node_name(node.key, syms)));
+            obj.insert("name".into(), Json::String(node_name(node, syms)));
             obj.insert("method".into(), name);
         }
         NodeKey::Monitor(_) => {
-            obj.insert("name".into(), Json::String(node_name(node.key, syms)));
+            obj.insert("name".into(), Json::String(node_name(node, syms)));
             obj.insert("monitor".into(), name);
+        }
+        NodeKey::Truncated => {
+            obj.insert("name".into(), Json::String(node_name(node, syms)));
+            obj.insert("frames".into(), name);
         }
         NodeKey::Root => {}
     }
@@ -493,7 +502,7 @@ fn render_collapsed(args: &CalltreeArgs, sections: &[Section], syms: &SymbolTabl
             .collect();
         while let Some((n, prefix)) = stack.pop() {
             let node = s.tree.node(n);
-            let path = format!("{prefix};{}", node_name(node.key, syms).replace(';', ":"));
+            let path = format!("{prefix};{}", node_name(node, syms).replace(';', ":"));
             let excl = wall(args, &node.stats).1;
             if excl > 0 {
                 let _ = writeln!(o, "{path} {excl}");

@@ -68,6 +68,12 @@ pub struct ExportArgs {
     /// merging all threads.
     #[arg(long)]
     thread_frames: bool,
+    /// collapsed, svg: keep call paths to N frames from the stack base;
+    /// what is deeper becomes one `[truncated N frames]` frame with its
+    /// weight, so a deep recursion stays a bounded file.
+    #[arg(long, value_name = "N", default_value_t = vmview_format::DEFAULT_MAX_DEPTH,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_depth: u32,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -143,6 +149,7 @@ fn collapse_options(args: &ExportArgs) -> CollapseOptions {
             WeightBy::Samples => Weight::Samples,
         },
         thread_frames: args.thread_frames,
+        max_depth: args.max_depth,
     }
 }
 

@@ -9,6 +9,7 @@ mod bci;
 mod bytecode_trace;
 mod calltree;
 mod dataflow;
+mod deep_stacks;
 mod errors;
 mod faults;
 mod filter;

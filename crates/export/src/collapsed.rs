@@ -18,12 +18,19 @@
 //!
 //! Memory grows with the number of distinct call paths, not with the
 //! number of events; nothing is written before [`EventWriter::finish`],
-//! since a path's weight is only known at the end.
+//! since a path's weight is only known at the end. Paths are cut at
+//! [`CollapseOptions::max_depth`] frames: what lies deeper is one
+//! `[truncated N frames]` frame under the last kept one, with the weight of
+//! everything below, so a recursion thousands deep gives a bounded number
+//! of lines of bounded length (without the cap a 12,000-deep recursion
+//! folded to a 1 GB file: one line per depth, each as long as the depth).
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use vmview_format::{Event, MethodId, SymbolTable, ThreadRef};
+use vmview_format::{
+    truncated_label, Event, MethodId, StackId, SymbolTable, ThreadRef, DEFAULT_MAX_DEPTH,
+};
 
 use crate::calls::{CallMatcher, Transition};
 use crate::names::MethodNames;
@@ -47,6 +54,9 @@ pub struct CollapseOptions {
     /// Start every stack with its thread's name (one tower per thread),
     /// instead of merging all threads.
     pub thread_frames: bool,
+    /// Frames kept from the stack base (the thread frame not counted);
+    /// deeper ones become one `[truncated N frames]` frame. At least 1.
+    pub max_depth: u32,
 }
 
 impl Default for CollapseOptions {
@@ -54,17 +64,40 @@ impl Default for CollapseOptions {
         CollapseOptions {
             weight: Weight::SelfTime,
             thread_frames: false,
+            max_depth: DEFAULT_MAX_DEPTH,
         }
     }
 }
 
+/// The `name` of a node that stands for the frames below the depth cap.
+const TRUNCATED: u32 = u32::MAX;
+
 struct Node {
     parent: u32,
-    /// Index into `CallTree::names`.
+    /// Index into `CallTree::names`, or [`TRUNCATED`].
     name: u32,
+    /// Frames below the kept path: 0, or for a truncated node the most
+    /// frames it stood for at once.
+    truncated: u32,
+    /// Frames of the path from the root (the thread frame not counted).
+    depth: u32,
     self_ns: u64,
     calls: u64,
     samples: u64,
+}
+
+/// One node of a [`CallTree`], as [`CallTree::node`] shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeInfo<'a> {
+    /// The parent's index (the root, 0, is its own parent).
+    pub parent: u32,
+    /// The frame's name; empty for a truncated node, see `truncated`.
+    pub name: &'a str,
+    /// For a `[truncated N frames]` node, N; else 0.
+    pub truncated: u32,
+    pub self_ns: u64,
+    pub calls: u64,
+    pub samples: u64,
 }
 
 /// The merged call tree of a trace (all threads, or one subtree per
@@ -80,6 +113,9 @@ pub struct CallTree {
     thread_roots: HashMap<ThreadRef, u32>,
     /// Per thread: open frames as (node, start, time in callees).
     stacks: Vec<Vec<(u32, u64, u64)>>,
+    /// Sampled stacks already placed, by (thread root, stack): the node of
+    /// their last frame, so a stack is walked once, not once per sample.
+    sampled: HashMap<(u32, StackId), u32>,
 }
 
 /// A name that cannot break a folded line.
@@ -90,11 +126,16 @@ fn frame_name(s: &str) -> String {
 impl CallTree {
     pub fn new(opts: CollapseOptions) -> Self {
         CallTree {
-            opts,
+            opts: CollapseOptions {
+                max_depth: opts.max_depth.max(1),
+                ..opts
+            },
             calls: CallMatcher::new(),
             nodes: vec![Node {
                 parent: 0,
                 name: 0,
+                truncated: 0,
+                depth: 0,
                 self_ns: 0,
                 calls: 0,
                 samples: 0,
@@ -104,22 +145,86 @@ impl CallTree {
             method_names: HashMap::new(),
             thread_roots: HashMap::new(),
             stacks: Vec::new(),
+            sampled: HashMap::new(),
         }
     }
 
-    fn child(&mut self, parent: u32, name: u32) -> u32 {
+    fn child(&mut self, parent: u32, name: u32, depth: u32) -> u32 {
         let next = self.nodes.len() as u32;
         let id = *self.children.entry((parent, name)).or_insert(next);
         if id == next {
             self.nodes.push(Node {
                 parent,
                 name,
+                truncated: 0,
+                depth,
                 self_ns: 0,
                 calls: 0,
                 samples: 0,
             });
         }
         id
+    }
+
+    /// The node of a frame `name` called from `parent`: a new path node
+    /// while the path is shorter than the cap, else the truncated node
+    /// under the last kept frame, which then stands for `extra` more
+    /// frames than the cap (at least).
+    fn frame_under(&mut self, parent: u32, name: u32, extra: u32) -> u32 {
+        let p = &self.nodes[parent as usize];
+        if p.name == TRUNCATED && parent != 0 {
+            let n = &mut self.nodes[parent as usize];
+            n.truncated = n.truncated.max(extra);
+            return parent;
+        }
+        // The root and the thread frames have depth 0.
+        let depth = p.depth + 1;
+        if depth > self.opts.max_depth {
+            let t = self.child(parent, TRUNCATED, depth);
+            let n = &mut self.nodes[t as usize];
+            n.truncated = n.truncated.max(extra.max(1));
+            return t;
+        }
+        self.child(parent, name, depth)
+    }
+
+    /// Number of nodes, the root (index 0) included. Children come after
+    /// their parent.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when the tree holds only its root.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.len() == 1
+    }
+
+    /// Node `i` (0 is the root; with thread frames, its children are the
+    /// threads).
+    pub fn node(&self, i: usize) -> NodeInfo<'_> {
+        let n = &self.nodes[i];
+        NodeInfo {
+            parent: n.parent,
+            name: if n.name == TRUNCATED {
+                ""
+            } else {
+                &self.names[n.name as usize]
+            },
+            truncated: n.truncated,
+            self_ns: n.self_ns,
+            calls: n.calls,
+            samples: n.samples,
+        }
+    }
+
+    /// Node `i`'s frame as a folded line shows it.
+    pub fn label(&self, i: usize) -> std::borrow::Cow<'_, str> {
+        let n = &self.nodes[i];
+        if n.name == TRUNCATED {
+            truncated_label(n.truncated).into()
+        } else {
+            self.names[n.name as usize].as_str().into()
+        }
     }
 
     fn intern_method(&mut self, m: MethodId, syms: &SymbolTable) -> u32 {
@@ -143,7 +248,7 @@ impl CallTree {
         }
         let name = self.names.len() as u32;
         self.names.push(frame_name(&syms.thread_name(t)));
-        let node = self.child(0, name);
+        let node = self.child(0, name, 0);
         self.thread_roots.insert(t, node);
         node
     }
@@ -152,12 +257,25 @@ impl CallTree {
     pub fn add(&mut self, ev: &Event, syms: &SymbolTable) {
         if self.opts.weight == Weight::Samples {
             if let vmview_format::EventKind::Sample { stack, .. } = ev.kind {
-                let mut node = self.thread_root(ev.thread, syms);
-                let frames = syms.stack(stack).map_or(&[][..], |s| s.frames.as_slice());
-                for (m, _) in frames.iter().rev() {
-                    let name = self.intern_method(*m, syms);
-                    node = self.child(node, name);
-                }
+                let root = self.thread_root(ev.thread, syms);
+                let node = match self.sampled.get(&(root, stack)) {
+                    Some(&n) => n,
+                    None => {
+                        let frames = syms.stack(stack).map_or(&[][..], |s| s.frames.as_slice());
+                        let cap = self.opts.max_depth as usize;
+                        let mut node = root;
+                        for (m, _) in frames.iter().rev().take(cap) {
+                            let name = self.intern_method(*m, syms);
+                            node = self.frame_under(node, name, 0);
+                        }
+                        if frames.len() > cap {
+                            let extra = u32::try_from(frames.len() - cap).unwrap_or(u32::MAX);
+                            node = self.frame_under(node, TRUNCATED, extra);
+                        }
+                        self.sampled.insert((root, stack), node);
+                        node
+                    }
+                };
                 if node != 0 {
                     self.nodes[node as usize].samples += 1;
                 }
@@ -186,7 +304,8 @@ impl CallTree {
                     self.stacks.resize_with(i + 1, Vec::new);
                 }
                 let parent = self.stacks[i].last().map_or(root, |&(n, _, _)| n);
-                let node = self.child(parent, name);
+                let extra = (self.stacks[i].len() as u32 + 1).saturating_sub(self.opts.max_depth);
+                let node = self.frame_under(parent, name, extra);
                 self.nodes[node as usize].calls += 1;
                 self.stacks[i].push((node, frame.start_ns, 0));
             }
@@ -225,7 +344,7 @@ impl CallTree {
             path.clear();
             let mut at = i;
             while at != 0 {
-                path.push(self.names[self.nodes[at].name as usize].as_str());
+                path.push(self.label(at));
                 at = self.nodes[at].parent as usize;
             }
             path.reverse();

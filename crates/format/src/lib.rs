@@ -31,6 +31,25 @@ pub use wire::{DEFAULT_CHUNK_BYTES, FORMAT_VERSION, MAX_THREAD_REF};
 pub use writer::TraceWriter;
 
 use slots::Slots;
+
+/// The deepest call path the call trees and flame graphs keep, in frames
+/// from the stack base. A frame deeper than this is folded, with all it
+/// called, into one `[truncated N frames]` node under the last kept frame
+/// (async-profiler's `jstackdepth` does the same for its samples), so a
+/// recursion thousands of frames deep costs the consumers a bounded number
+/// of nodes and a bounded length per folded line instead of depth × depth.
+/// Commands that build trees take `--max-depth` to change it.
+pub const DEFAULT_MAX_DEPTH: u32 = 1024;
+
+/// The name of a node that stands for the frames cut below the depth cap:
+/// `[truncated N frames]`, N the most frames cut at that point.
+pub fn truncated_label(frames: u32) -> String {
+    if frames == 1 {
+        "[truncated 1 frame]".to_string()
+    } else {
+        format!("[truncated {frames} frames]")
+    }
+}
 /// Everything that can go wrong reading or writing a trace.
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {

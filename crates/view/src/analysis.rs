@@ -34,8 +34,8 @@ const MAX_TRIE_NODES: usize = 5_000;
 /// of the views and the flame-graph SVG.
 pub struct TraceAnalysis {
     stats: StatsBuilder,
-    time_tree: CallTree,
-    call_tree: CallTree,
+    /// Self time and calls per calling context (one tree holds both).
+    tree: CallTree,
     flame: FlameGraphWriter<SharedBuf>,
     svg: SharedBuf,
     sites: HashMap<(String, String, Option<String>), Site>,
@@ -66,14 +66,14 @@ impl TraceAnalysis {
         let opts = |weight| CollapseOptions {
             weight,
             thread_frames: true,
+            ..CollapseOptions::default()
         };
         let svg = SharedBuf::default();
         TraceAnalysis {
             flame: FlameGraphWriter::new(svg.clone(), opts(Weight::SelfTime), title),
             svg,
             stats: StatsBuilder::new(),
-            time_tree: CallTree::new(opts(Weight::SelfTime)),
-            call_tree: CallTree::new(opts(Weight::Calls)),
+            tree: CallTree::new(opts(Weight::SelfTime)),
             sites: HashMap::new(),
             sites_dropped: 0,
             threads: HashMap::new(),
@@ -91,8 +91,7 @@ impl TraceAnalysis {
     pub fn event(&mut self, ev: &Event, syms: &SymbolTable) {
         self.stats.event(ev, syms);
         self.reactions.event(ev, syms);
-        self.time_tree.add(ev, syms);
-        self.call_tree.add(ev, syms);
+        self.tree.add(ev, syms);
         let _ = self.flame.write_event(ev, syms);
         let bucket = ((u128::from(ev.time_ns) * TIMELINE_BUCKETS as u128
             / u128::from(self.duration_ns)) as usize)
@@ -191,9 +190,8 @@ impl TraceAnalysis {
             })
             .collect();
 
-        self.time_tree.close_open_calls();
-        self.call_tree.close_open_calls();
-        let tree = call_tree_json(&self.time_tree.folded(), &self.call_tree.folded());
+        self.tree.close_open_calls();
+        let tree = call_tree_json(&self.tree);
 
         let methods: Vec<Json> = stats
             .methods
@@ -348,71 +346,52 @@ impl Write for SharedBuf {
 
 /// A node of the merged call tree sent to the page.
 struct TreeNode {
-    name: String,
-    self_ns: u64,
     total_ns: u64,
-    calls: u64,
-    children: Vec<usize>,
+    /// Calls in the subtree: a node with neither time nor calls below it
+    /// is not sent.
+    total_calls: u64,
+    children: Vec<u32>,
 }
 
-/// The call tree from folded lines (self time and calls per path, thread
-/// frames first), as nested JSON with inclusive and self time, heaviest
-/// children first, pruned to [`MAX_TREE_NODES`].
-fn call_tree_json(time_lines: &[String], call_lines: &[String]) -> Json {
-    let mut nodes = vec![TreeNode {
-        name: "all threads".into(),
-        self_ns: 0,
-        total_ns: 0,
-        calls: 0,
-        children: Vec::new(),
-    }];
-    let mut index: HashMap<(usize, String), usize> = HashMap::new();
-    let mut add = |line: &str, is_time: bool| {
-        let Some((path, weight)) = line.rsplit_once(' ') else {
-            return;
-        };
-        let w: u64 = weight.parse().unwrap_or(0);
-        let mut at = 0;
-        for frame in path.split(';') {
-            let next = nodes.len();
-            let id = *index.entry((at, frame.to_string())).or_insert(next);
-            if id == next {
-                nodes.push(TreeNode {
-                    name: frame.to_string(),
-                    self_ns: 0,
-                    total_ns: 0,
-                    calls: 0,
-                    children: Vec::new(),
-                });
-                nodes[at].children.push(id);
+/// The call tree (self time and calls per path, thread frames first) as
+/// nested JSON with inclusive and self time, heaviest children first,
+/// pruned to [`MAX_TREE_NODES`]. Read from the tree's nodes directly: the
+/// tree is already cut at the depth cap, and nothing here costs more than
+/// the number of nodes (going through folded lines cost depth × depth).
+fn call_tree_json(tree: &CallTree) -> Json {
+    let mut nodes: Vec<TreeNode> = (0..tree.len())
+        .map(|i| {
+            let n = tree.node(i);
+            TreeNode {
+                total_ns: if i == 0 { 0 } else { n.self_ns },
+                total_calls: if i == 0 { 0 } else { n.calls },
+                children: Vec::new(),
             }
-            if is_time {
-                nodes[id].total_ns += w;
-            }
-            at = id;
+        })
+        .collect();
+    // Children come after their parent: one backward pass sums subtrees.
+    for i in (1..nodes.len()).rev() {
+        let p = tree.node(i).parent as usize;
+        let (t, c) = (nodes[i].total_ns, nodes[i].total_calls);
+        nodes[p].total_ns += t;
+        nodes[p].total_calls += c;
+        if t > 0 || c > 0 {
+            nodes[p].children.push(i as u32);
         }
-        if is_time {
-            nodes[at].self_ns += w;
-            nodes[0].total_ns += w;
-        } else {
-            nodes[at].calls += w;
-        }
-    };
-    for l in time_lines {
-        add(l, true);
-    }
-    for l in call_lines {
-        add(l, false);
     }
     let mut budget = MAX_TREE_NODES;
-    fn emit(nodes: &[TreeNode], i: usize, budget: &mut usize) -> Json {
+    // Depth is bounded by the tree's depth cap, so recursion is safe here.
+    fn emit(tree: &CallTree, nodes: &[TreeNode], i: usize, budget: &mut usize) -> Json {
         let n = &nodes[i];
+        let info = tree.node(i);
         let mut kids = n.children.clone();
         kids.sort_by(|&a, &b| {
-            nodes[b]
-                .total_ns
-                .cmp(&nodes[a].total_ns)
-                .then(nodes[b].calls.cmp(&nodes[a].calls))
+            let (na, nb) = (&nodes[a as usize], &nodes[b as usize]);
+            nb.total_ns.cmp(&na.total_ns).then(
+                tree.node(b as usize)
+                    .calls
+                    .cmp(&tree.node(a as usize).calls),
+            )
         });
         let mut children = Vec::new();
         for k in kids {
@@ -420,9 +399,14 @@ fn call_tree_json(time_lines: &[String], call_lines: &[String]) -> Json {
                 break;
             }
             *budget -= 1;
-            children.push(emit(nodes, k, budget));
+            children.push(emit(tree, nodes, k as usize, budget));
         }
-        json!({"name": n.name, "total_ns": n.total_ns, "self_ns": n.self_ns, "calls": n.calls, "children": children})
+        let (name, self_ns, calls) = if i == 0 {
+            ("all threads".into(), 0, 0)
+        } else {
+            (tree.label(i).into_owned(), info.self_ns, info.calls)
+        };
+        json!({"name": name, "total_ns": n.total_ns, "self_ns": self_ns, "calls": calls, "children": children})
     }
-    emit(&nodes, 0, &mut budget)
+    emit(tree, &nodes, 0, &mut budget)
 }
