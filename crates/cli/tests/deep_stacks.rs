@@ -229,6 +229,26 @@ fn a_recursion_40000_deep_exports_in_bounded_memory_with_a_truncated_frame() {
             size(&out_l)
         );
     }
+    // The timelines write every CALL and RETURN (so they grow with the
+    // events, as many in both traces), but a sample's stack is cut too.
+    for format in ["chrome", "speedscope"] {
+        let out_s = dir.join(format!("small.{format}"));
+        let out_l = dir.join(format!("large.{format}"));
+        let s = peak(&small, &["--format", format], &out_s);
+        let l = peak(&large, &["--format", format], &out_l);
+        let (bs, bl) = (size(&out_s), size(&out_l));
+        eprintln!("export --format {format}: peak RSS {s} KiB at 2,000 deep, {l} KiB at 40,000 deep; {bs} / {bl} bytes");
+        assert!(l < s + 48 * 1024, "--format {format}: {l} KiB vs {s} KiB");
+        assert!(bl < 2 * bs, "--format {format}: {bl} bytes vs {bs} bytes");
+        let text = std::fs::read_to_string(&out_l).expect("output");
+        assert!(
+            text.contains(&format!(
+                "[truncated {} frames]",
+                40_001 - DEFAULT_MAX_DEPTH
+            )),
+            "--format {format}: no truncated frame in the samples' stacks"
+        );
+    }
     let folded = lines(&dir.join("large.collapsed"));
     assert!(
         folded.len() <= DEFAULT_MAX_DEPTH as usize + 2,

@@ -22,7 +22,9 @@
 //!   `Object.wait`);
 //! - a SAMPLE (`events=samples`) is a thread-scoped instant event named by
 //!   the thread's state (`RUN`, `IO`, `WAIT`, `BLOCKED`, `SLEEP`), its
-//!   stack in `args.stack` (top first, `class.method:line`) and the
+//!   stack in `args.stack` (top first, `class.method:line`; the top
+//!   [`vmview_format::DEFAULT_MAX_DEPTH`] frames, then `[truncated N
+//!   frames]` for the rest) and the
 //!   monitors it holds in `args.monitors`;
 //! - DROPPED becomes a process-scoped instant event.
 //!
@@ -492,8 +494,11 @@ impl<W: Write> EventWriter for ChromeWriter<W> {
             } => {
                 let mut args = Map::new();
                 let frames = syms.stack(*stack).map_or(&[][..], |s| s.frames.as_slice());
-                let frames: Vec<Json> = frames
+                let cap = vmview_format::DEFAULT_MAX_DEPTH as usize;
+                let cut = frames.len().saturating_sub(cap);
+                let mut frames: Vec<Json> = frames
                     .iter()
+                    .take(cap)
                     .map(|(m, loc)| {
                         let name = slice_name(syms, *m);
                         Json::String(match loc.line {
@@ -502,6 +507,11 @@ impl<W: Write> EventWriter for ChromeWriter<W> {
                         })
                     })
                     .collect();
+                if cut > 0 {
+                    frames.push(Json::String(vmview_format::truncated_label(
+                        u32::try_from(cut).unwrap_or(u32::MAX),
+                    )));
+                }
                 args.insert("stack".into(), Json::Array(frames));
                 if !monitors.is_empty() {
                     args.insert("monitors".into(), held_json(syms, monitors));

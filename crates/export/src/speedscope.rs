@@ -15,8 +15,10 @@
 //!
 //! SAMPLE events (`events=samples`) become one *sampled* profile per thread
 //! (named `THREAD (samples)`, unit `none`, weight 1 per sample): each
-//! sample is its stack, base first, all frames. Stacks are interned, so a
-//! sample costs 4 bytes in memory until the document is written.
+//! sample is its stack, base first, cut at
+//! [`vmview_format::DEFAULT_MAX_DEPTH`] frames with a `[truncated N
+//! frames]` frame for the rest. Stacks are interned, so a sample costs 4
+//! bytes in memory until the document is written.
 //!
 //! The file is one JSON object whose profiles each list one thread's
 //! events, while a trace interleaves threads; so events are kept in memory
@@ -26,7 +28,9 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 
 use serde::Serialize;
-use vmview_format::{Event, EventKind, MethodId, StackId, SymbolTable, ThreadRef};
+use vmview_format::{
+    truncated_label, Event, EventKind, MethodId, StackId, SymbolTable, ThreadRef, DEFAULT_MAX_DEPTH,
+};
 
 use crate::calls::{CallMatcher, Transition};
 use crate::names::MethodNames;
@@ -68,6 +72,7 @@ pub struct SpeedscopeWriter<W: Write> {
     calls: CallMatcher,
     frames: Vec<String>,
     frame_of: HashMap<MethodId, u32>,
+    named: HashMap<String, u32>,
     threads: Vec<Timeline>,
     /// Sampled stacks as frame indexes, base first.
     stacks: Vec<Vec<u32>>,
@@ -83,6 +88,7 @@ impl<W: Write> SpeedscopeWriter<W> {
             calls: CallMatcher::new(),
             frames: Vec::new(),
             frame_of: HashMap::new(),
+            named: HashMap::new(),
             threads: Vec::new(),
             stacks: Vec::new(),
             stack_of: HashMap::new(),
@@ -97,7 +103,16 @@ impl<W: Write> SpeedscopeWriter<W> {
             .stack(id)
             .map(|s| s.frames.iter().rev().map(|(m, _)| *m).collect())
             .unwrap_or_default();
-        let frames = methods.into_iter().map(|m| self.frame(m, syms)).collect();
+        let cap = DEFAULT_MAX_DEPTH as usize;
+        let mut frames: Vec<u32> = methods
+            .iter()
+            .take(cap)
+            .map(|m| self.frame(*m, syms))
+            .collect();
+        if methods.len() > cap {
+            let label = truncated_label(u32::try_from(methods.len() - cap).unwrap_or(u32::MAX));
+            frames.push(self.named_frame(label));
+        }
         let s = self.stacks.len() as u32;
         self.stacks.push(frames);
         self.stack_of.insert(id, s);
@@ -112,6 +127,17 @@ impl<W: Write> SpeedscopeWriter<W> {
         let f = self.frames.len() as u32;
         self.frames.push(format!("{}.{}", n.class, n.name));
         self.frame_of.insert(m, f);
+        f
+    }
+
+    /// A frame that is no method (`[truncated N frames]`), by its name.
+    fn named_frame(&mut self, name: String) -> u32 {
+        if let Some(&f) = self.named.get(&name) {
+            return f;
+        }
+        let f = self.frames.len() as u32;
+        self.frames.push(name.clone());
+        self.named.insert(name, f);
         f
     }
 
