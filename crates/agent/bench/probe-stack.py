@@ -72,8 +72,10 @@ class Entry(gdb.Breakpoint):
         return False
 
 
-for n in NATIVES:
-    Entry("vmview_agent::capture::probe_natives::" + n)
+# FUNCS="a::b c::d" measures those functions instead (full Rust paths).
+for n in os.environ.get("FUNCS", "").split() or [
+        "vmview_agent::capture::probe_natives::" + n for n in NATIVES]:
+    Entry(n)
 
 
 def report(_event):

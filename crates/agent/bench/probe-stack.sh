@@ -5,8 +5,9 @@
 #
 #   crates/agent/bench/probe-stack.sh [AGENT_SO] [DEPTH]
 #
-# Needs gdb. The first CALL of a thread costs the most (it registers the
-# thread with the writer and asks JVMTI for its frame count).
+# Needs gdb. The first probe call of a thread costs the most (it creates
+# the thread's state and registers it with the writer). FUNCS="path::fn
+# ..." measures other functions; CALLS=N the first N calls (400).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 agent="${1:-$here/../../../target/release/libvmview_agent.so}"
