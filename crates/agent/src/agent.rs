@@ -21,7 +21,6 @@ use crate::sys;
 use crate::threads::ThreadRegistry;
 use crate::values::Fields;
 use crate::writer::WriterThread;
-use std::fs::File;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -274,9 +273,24 @@ fn create(
     let time_origin_ns = if generation == 1 { 0 } else { clock::now_ns() };
     let secs = (start_unix_ns / 1_000_000_000) as i64;
     let civil = CivilTime::from_unix(secs, clock::local_utc_offset(secs));
-    let path = expand_file_pattern(&options.file, std::process::id(), civil);
-    let file =
-        File::create(&path).map_err(|e| format!("cannot create trace file '{path}': {e}"))?;
+    let wanted = expand_file_pattern(&options.file, std::process::id(), civil);
+    let opened = crate::trace_file::create(&wanted)
+        .map_err(|e| format!("cannot create trace file '{wanted}': {e}"))?;
+    let (file, path) = (opened.file, opened.path);
+    let mut notes = notes;
+    if opened.taken_by_live {
+        let note =
+            format!("{wanted} is being written by another recording: this one goes to {path}");
+        // Loaded at startup, the JVM's stderr is the user's; an attached
+        // recording tells `vmview attach` in its reply's notes.
+        if !attached && !options.quiet {
+            crate::problems::say(&note);
+        }
+        notes.push(note);
+    }
+    if let Some(old) = &opened.moved_aside {
+        notes.push(format!("the earlier {wanted} was moved to {old}"));
+    }
 
     let mut properties = vec![
         ("agent_options".to_string(), raw_options.to_string()),

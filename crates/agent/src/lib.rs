@@ -45,6 +45,7 @@ mod symbols;
 #[rustfmt::skip]
 mod sys;
 mod threads;
+mod trace_file;
 mod values;
 mod writer;
 

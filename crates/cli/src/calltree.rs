@@ -135,7 +135,7 @@ pub fn run(args: &CalltreeArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     if args.per_period && trees.periods.is_empty() {
-        eprintln!(
+        say!(
             "vmview: note: {} has no tracing periods (record with period=ON/OFF); showing the whole trace",
             args.file.display()
         );
@@ -156,7 +156,7 @@ pub fn run(args: &CalltreeArgs) -> anyhow::Result<ExitCode> {
     out.flush()?;
     trace::warn_diagnostics(&diags, events);
     if trees.threads.is_empty() {
-        eprintln!(
+        say!(
             "vmview: note: no CALL or RETURN event{} in {}; record with --classes to trace methods",
             if args.thread.is_empty() {
                 ""
@@ -167,7 +167,7 @@ pub fn run(args: &CalltreeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if trees.unmatched_returns > 0 {
-        eprintln!(
+        say!(
             "vmview: note: {} RETURN events had no CALL (recording began inside those calls, or events were dropped); they are not in the trees",
             trees.unmatched_returns
         );

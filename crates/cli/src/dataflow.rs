@@ -84,7 +84,7 @@ pub fn run(args: &DataflowArgs) -> anyhow::Result<ExitCode> {
         });
     }
     if args.top > TRACKED_VALUES {
-        eprintln!(
+        say!(
             "vmview: note: --top {} lists at most {TRACKED_VALUES} values",
             args.top
         );
@@ -111,7 +111,7 @@ pub fn run(args: &DataflowArgs) -> anyhow::Result<ExitCode> {
     out.flush()?;
     trace::warn_diagnostics(&diags, events);
     if profile.methods.is_empty() {
-        eprintln!(
+        say!(
             "vmview: note: no CALL or RETURN event{} in {}; record with --classes to trace methods",
             if args.method.is_some() {
                 " of the selected methods"

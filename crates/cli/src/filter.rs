@@ -326,7 +326,7 @@ pub fn run(args: &FilterArgs) -> anyhow::Result<ExitCode> {
         Sink::Events(mut w) => w.finish()?,
     }
     if let Some(out) = &args.output {
-        eprintln!("vmview: {kept} events matched; wrote {}", out.display());
+        say!("vmview: {kept} events matched; wrote {}", out.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -27,7 +27,7 @@ pub fn run(_args: &JvmsArgs) -> anyhow::Result<ExitCode> {
         .filter(|pid| *pid != std::process::id())
         .collect();
     pids.sort_unstable();
-    println!("{:>8}  {:<10}  MAIN", "PID", "VERSION");
+    out!("{:>8}  {:<10}  MAIN", "PID", "VERSION");
     for pid in pids {
         let Lookup::Found(p) = Process::find(pid) else {
             continue;
@@ -51,7 +51,7 @@ pub fn run(_args: &JvmsArgs) -> anyhow::Result<ExitCode> {
         } else {
             format!("  ({})", notes.join(", "))
         };
-        println!(
+        out!(
             "{:>8}  {:<10}  {}{notes}",
             p.pid,
             p.java_version(&counters),

@@ -80,7 +80,7 @@ pub fn run(args: &LocksArgs) -> anyhow::Result<ExitCode> {
     out.flush()?;
     trace::warn_diagnostics(&diags, events);
     if report.monitors.is_empty() {
-        eprintln!(
+        say!(
             "vmview: note: no contended monitor in {} (no MONITOR_CONTENDED_ENTERED event; recorded with --events excluding locks?)",
             args.file.display()
         );

@@ -6,6 +6,9 @@
 //! message with a hint; the trace format, the analyses and the output
 //! formats live in the library crates so other front ends can reuse them.
 
+#[macro_use]
+mod say;
+
 mod attach;
 mod calltree;
 mod dataflow;
@@ -147,7 +150,7 @@ fn clap_error(e: clap::Error) -> ExitCode {
         && std::env::args().nth(1).as_deref() == Some("record");
     let _ = e.print();
     if unknown_record_flag {
-        eprintln!("\n{}", record::known_flags_sentence());
+        say!("\n{}", record::known_flags_sentence());
     }
     ExitCode::from(u8::try_from(code).unwrap_or(2))
 }
@@ -166,13 +169,13 @@ fn report(e: &anyhow::Error) -> ExitCode {
     } else {
         ("", "")
     };
-    eprintln!("vmview: {red}error:{reset} {e}");
+    say!("vmview: {red}error:{reset} {e}");
     for cause in e.chain().skip(1) {
-        eprintln!("  caused by: {cause}");
+        say!("  caused by: {cause}");
     }
     if let Some(h) = e.chain().find_map(|c| c.downcast_ref::<Hinted>()) {
         if let Some(hint) = &h.hint {
-            eprintln!("hint: {hint}");
+            say!("hint: {hint}");
         }
     }
     ExitCode::FAILURE

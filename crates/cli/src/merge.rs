@@ -527,7 +527,7 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
     for input in &inputs {
         trace::warn_diagnostics(input.reader.diagnostics(), input.events);
     }
-    eprintln!(
+    say!(
         "vmview: merged {n} events from {} traces into {}",
         inputs.len(),
         args.output.display()

@@ -153,18 +153,19 @@ pub fn run(args: RecordArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
     let option_string = agent_option_string(&args, matches)?;
     let parsed = AgentOptions::parse(&option_string).map_err(|e| option_error(&e))?;
     // With --reactions, calls of the handlers found are recorded anyway.
-    if args.classes.is_empty()
-        && parsed.events.contains(vmview_options::EventGroup::Calls)
-        && !parsed.reactions
+    // --quiet: nothing on stderr but errors and warnings, as the agent's
+    // option promises for the JVM's side.
+    let quiet = parsed.quiet;
+    let no_classes = args.classes.is_empty() && !quiet;
+    // With --reactions, calls of the handlers found are recorded anyway.
+    if no_classes && parsed.events.contains(vmview_options::EventGroup::Calls) && !parsed.reactions
     {
-        eprintln!(
+        say!(
             "vmview: note: no --classes given, so no method calls are recorded \
              (trace your code with e.g. --classes 'com.acme.*')"
         );
-    } else if args.classes.is_empty()
-        && parsed.events.contains(vmview_options::EventGroup::Bytecode)
-    {
-        eprintln!(
+    } else if no_classes && parsed.events.contains(vmview_options::EventGroup::Bytecode) {
+        say!(
             "vmview: note: no --classes given, so no bytecode is traced \
              (events=bytecode single-steps only trace-class methods: --classes 'com.acme.Hot')"
         );
@@ -181,26 +182,51 @@ pub fn run(args: RecordArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
     let started = SystemTime::now();
     let mut child = java.spawn().map_err(|e| spawn_error(program, e))?;
     let pid = child.id();
+    // What held the name before this JVM could take it (docs/RECORDING.md).
+    let earlier = expand_pid(&output_pattern, pid).and_then(|p| file_id(&p));
 
-    let status = wait(&mut child, &output_pattern, pid, before)?;
+    let status = wait(&mut child, &output_pattern, pid, before, quiet)?;
     let code = exit_code(status);
 
-    let trace = resolve_output(&output_pattern, pid, started);
-    let fresh = trace
+    let wanted = resolve_output(&output_pattern, pid, started);
+    let found = wanted
         .as_deref()
-        .and_then(written_at)
-        .is_some_and(|t| before.is_none_or(|b| t > b) || t >= started);
-    match trace.filter(|_| fresh) {
-        Some(path) => match probe(&path) {
-            Some((events, bytes)) => {
-                eprintln!("vmview: wrote {events} events ({bytes} bytes) to {}", path.display())
+        .and_then(|w| find_own_trace(w, pid, before, started));
+    if let (Some(w), Some(id)) = (&wanted, earlier) {
+        let old = PathBuf::from(vmview_options::old_file_name(&w.to_string_lossy()));
+        if !quiet && file_id(&old) == Some(id) {
+            say!(
+                "vmview: note: the earlier {} was moved to {}",
+                w.display(),
+                old.display()
+            );
+        }
+    }
+    match found {
+        Some(path) => {
+            if wanted.as_deref() != Some(path.as_path()) {
+                say!(
+                    "vmview: warning: {} was being written by another recording at the same time; \
+                     this one is in {}",
+                    wanted.as_deref().unwrap_or(Path::new("?")).display(),
+                    path.display()
+                );
             }
-            None => eprintln!(
-                "vmview: warning: {} holds no complete chunk yet; `vmview show` will say what it can read",
-                path.display()
-            ),
-        },
-        None if !status.success() && started.elapsed().unwrap_or_default() < Duration::from_secs(10) => {
+            match probe(&path) {
+                Some((events, bytes)) if !quiet => say!(
+                    "vmview: wrote {events} events ({bytes} bytes) to {}",
+                    path.display()
+                ),
+                Some(_) => {}
+                None => say!(
+                    "vmview: warning: {} holds no complete chunk yet; `vmview show` will say what it can read",
+                    path.display()
+                ),
+            }
+        }
+        None if !status.success()
+            && started.elapsed().unwrap_or_default() < Duration::from_secs(10) =>
+        {
             crate::report(&hinted(
                 format!(
                     "the JVM exited with {} before the vmview agent wrote {}: the agent probably failed to load",
@@ -210,9 +236,40 @@ pub fn run(args: RecordArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
                 "see the JVM's message above; a bad agent library or option is named there",
             ));
         }
-        None => eprintln!("vmview: warning: no trace was written to {output_pattern}"),
+        None => say!("vmview: warning: no trace was written to {output_pattern}"),
     }
     Ok(ExitCode::from(code))
+}
+
+/// The trace this JVM wrote for `wanted`: `wanted` itself, or the per-pid
+/// name the agent takes when another live recording holds `wanted`
+/// (docs/RECORDING.md). The one whose header names this pid is ours; else
+/// `wanted` when it was written since the JVM started (a launcher script
+/// may fork the JVM under another pid).
+fn find_own_trace(
+    wanted: &Path,
+    pid: u32,
+    before: Option<SystemTime>,
+    started: SystemTime,
+) -> Option<PathBuf> {
+    let own = PathBuf::from(vmview_options::own_file_name(
+        &wanted.to_string_lossy(),
+        pid,
+    ));
+    let header_pid = |p: &Path| TraceReader::open(p).ok().map(|r| r.header().pid);
+    [wanted.to_path_buf(), own]
+        .into_iter()
+        .find(|p| header_pid(p) == Some(pid))
+        .or_else(|| {
+            let t = written_at(wanted)?;
+            (before.is_none_or(|b| t > b) || t >= started).then(|| wanted.to_path_buf())
+        })
+}
+
+/// Device and inode of a file, to recognise it under another name.
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// `file=…,classes=…,…` from the flags. List flags may be repeated or
@@ -385,6 +442,7 @@ fn wait(
     pattern: &str,
     pid: u32,
     before: Option<SystemTime>,
+    quiet: bool,
 ) -> anyhow::Result<ExitStatus> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let interrupt = Arc::new(AtomicBool::new(false));
@@ -392,7 +450,11 @@ fn wait(
     let _ = signal_hook::flag::register(SIGINT, Arc::clone(&interrupt));
     let _ = signal_hook::flag::register(SIGTERM, Arc::clone(&terminate));
 
-    let mut status_line = crate::status::StatusLine::start();
+    let mut status_line = if quiet {
+        None
+    } else {
+        crate::status::StatusLine::start()
+    };
     let path = expand_pid(pattern, pid);
     let shown = path
         .as_ref()

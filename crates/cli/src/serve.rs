@@ -68,14 +68,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     })?;
     let addr = server.local_addr()?;
     let url = format!("http://{addr}/");
-    println!(
+    out!(
         "vmview: serving {} ({events} events) at {url}  (Ctrl-C stops)",
         args.trace.display()
     );
     if !args.bind.is_loopback() {
-        eprintln!(
-            "vmview: warning: listening on {addr}: anyone who can reach it can read the trace"
-        );
+        say!("vmview: warning: listening on {addr}: anyone who can reach it can read the trace");
     }
     if args.open {
         open_browser(&url);
@@ -103,5 +101,5 @@ fn open_browser(url: &str) {
             return;
         }
     }
-    eprintln!("vmview: could not start a browser; open {url}");
+    say!("vmview: could not start a browser; open {url}");
 }

@@ -61,7 +61,7 @@ pub fn diagnostic_line(d: &Diagnostic) -> String {
 /// saying what they mean for the user.
 pub fn warn_diagnostics(diags: &[Diagnostic], events_read: u64) {
     for d in diags {
-        eprintln!("vmview: warning: {}", diagnostic_line(d));
+        say!("vmview: warning: {}", diagnostic_line(d));
     }
     let unfinished = diags.iter().any(|d| {
         matches!(
@@ -79,12 +79,12 @@ pub fn warn_diagnostics(diags: &[Diagnostic], events_read: u64) {
         })
         .count();
     if unfinished {
-        eprintln!(
+        say!(
             "vmview: warning: the recording did not finish cleanly (the JVM was killed or crashed); \
              {events_read} events read, events after the last complete chunk are lost"
         );
     }
     if damaged > 0 {
-        eprintln!("vmview: warning: {damaged} damaged chunk(s) skipped; {events_read} events read");
+        say!("vmview: warning: {damaged} damaged chunk(s) skipped; {events_read} events read");
     }
 }

@@ -65,6 +65,6 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| args.trace.with_extension("html"));
     std::fs::write(&out, html).with_context(|| format!("cannot write {}", out.display()))?;
-    println!("vmview: wrote {}", out.display());
+    out!("vmview: wrote {}", out.display());
     Ok(ExitCode::SUCCESS)
 }

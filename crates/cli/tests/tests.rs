@@ -17,6 +17,7 @@ mod formats;
 mod locks;
 mod metrics;
 mod monitors;
+mod outputs;
 mod periods;
 mod reaction_servers;
 mod reaction_timing;

@@ -1018,6 +1018,31 @@ fn check_file_pattern(p: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Where a recording goes when a live recording holds the trace file's
+/// name: `STEM.PID.EXT` (`trace.vmv` → `trace.4242.vmv`). The agent chooses
+/// it and `vmview record` looks for it, so both take it from here
+/// (docs/RECORDING.md).
+pub fn own_file_name(path: &str, pid: u32) -> String {
+    let p = std::path::Path::new(path);
+    match (p.file_stem(), p.extension()) {
+        (Some(stem), Some(ext)) => p
+            .with_file_name(format!(
+                "{}.{pid}.{}",
+                stem.to_string_lossy(),
+                ext.to_string_lossy()
+            ))
+            .to_string_lossy()
+            .into_owned(),
+        _ => format!("{path}.{pid}"),
+    }
+}
+
+/// Where a finished trace that held the name is moved when a new
+/// recording takes it: `NAME.old`, as `perf record` keeps `perf.data.old`.
+pub fn old_file_name(path: &str) -> String {
+    format!("{path}.old")
+}
+
 /// Splits a `file=` pattern at each `%t`, with `%p` (process id) and `%%`
 /// expanded in the pieces: `run-%p-%t.vmv` with pid 9 gives
 /// `["run-9-", ".vmv"]`. One piece means the name holds no time; the agent

@@ -288,3 +288,10 @@ fn monitors_are_opt_in_and_need_bci_mode() {
     let e = error("events=monitors");
     assert!(e.contains("events=calls+monitors"), "{e}");
 }
+
+#[test]
+fn a_colliding_recording_gets_the_pid_before_the_extension() {
+    assert_eq!(own_file_name("out/trace.vmv", 42), "out/trace.42.vmv");
+    assert_eq!(own_file_name("trace", 42), "trace.42");
+    assert_eq!(old_file_name("trace.vmv"), "trace.vmv.old");
+}

@@ -135,7 +135,7 @@ pub fn run(args: AttachArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
             let options = options(&args, matches, &target, false)?;
             let reply = command(&target, &library, "dump", &options)?;
             let old = reply.host_file(&target, "file");
-            eprintln!(
+            say!(
                 "vmview: finished {} ({} events, {} bytes); recording on into {}",
                 old.display(),
                 reply.get("events").unwrap_or("?"),
@@ -327,7 +327,7 @@ fn start(
     let options = options(args, matches, p, true)?;
     let reply = command(p, library, "start", &options)?;
     let file = reply.host_file(p, "file");
-    eprintln!(
+    say!(
         "vmview: recording pid {} ({}) into {}",
         p.pid,
         reply
@@ -338,7 +338,7 @@ fn start(
     );
     reply.print_notes();
     let Some(duration) = args.duration else {
-        eprintln!("vmview: stop it with: vmview attach {} stop", p.pid);
+        say!("vmview: stop it with: vmview attach {} stop", p.pid);
         return Ok(ExitCode::SUCCESS);
     };
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -349,7 +349,7 @@ fn start(
     while Instant::now() < end && !interrupted.load(Ordering::Relaxed) {
         if !p.path("/").exists() || !Path::new(&format!("/proc/{}", p.pid)).exists() {
             drop(line);
-            eprintln!(
+            say!(
                 "vmview: pid {} exited; its trace is {}",
                 p.pid,
                 file.display()
@@ -394,7 +394,7 @@ fn stop(p: &Process, library: &str, copy_to: Option<&Path>) -> anyhow::Result<()
         let _ = std::fs::remove_file(&file);
         file = dest;
     }
-    eprintln!(
+    say!(
         "vmview: stopped; wrote {} events ({} bytes) to {}",
         reply.get("events").unwrap_or("?"),
         reply.get("bytes").unwrap_or("?"),
@@ -402,10 +402,10 @@ fn stop(p: &Process, library: &str, copy_to: Option<&Path>) -> anyhow::Result<()
     );
     let dropped = reply.get("dropped").unwrap_or("0");
     if dropped != "0" {
-        eprintln!("vmview: note: {dropped} events dropped (buffer full)");
+        say!("vmview: note: {dropped} events dropped (buffer full)");
     }
     for problem in reply.all("problem") {
-        eprintln!("vmview: agent: {problem}");
+        say!("vmview: agent: {problem}");
     }
     Ok(())
 }
@@ -413,18 +413,18 @@ fn stop(p: &Process, library: &str, copy_to: Option<&Path>) -> anyhow::Result<()
 fn print_status(p: &Process, reply: &Reply) {
     let state = reply.get("state").unwrap_or("?");
     if state == "none" {
-        println!("pid {}: no vmview recording", p.pid);
+        out!("pid {}: no vmview recording", p.pid);
         return;
     }
-    println!("pid {}: {state}", p.pid);
-    println!("  file     {}", reply.host_file(p, "file").display());
+    out!("pid {}: {state}", p.pid);
+    out!("  file     {}", reply.host_file(p, "file").display());
     for key in ["recording", "events", "bytes", "dropped"] {
         if let Some(v) = reply.get(key) {
-            println!("  {key:<8} {v}");
+            out!("  {key:<8} {v}");
         }
     }
     for note in reply.all("note") {
-        println!("  note     {note}");
+        out!("  note     {note}");
     }
 }
 
@@ -455,7 +455,7 @@ impl Reply {
 
     fn print_notes(&self) {
         for note in self.all("note") {
-            eprintln!("vmview: note: {note}");
+            say!("vmview: note: {note}");
         }
     }
 }
