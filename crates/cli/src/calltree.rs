@@ -116,6 +116,7 @@ pub fn run(args: &CalltreeArgs) -> anyhow::Result<ExitCode> {
         let globs: Vec<Glob> = args.thread.iter().map(|g| Glob::new(g)).collect();
         builder = builder.select_threads(move |name| globs.iter().any(|g| g.matches(name)));
     }
+    crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
     let mut reader = trace::open(&args.file)?;
     let mut events = 0u64;
     while let Some(ev) = reader.next_event() {

@@ -90,6 +90,7 @@ pub fn run(args: &DataflowArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
+    crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
     let mut reader = trace::open(&args.file)?;
     let mut events = 0u64;
     while let Some(ev) = reader.next_event() {

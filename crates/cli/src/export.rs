@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -115,21 +115,6 @@ pub enum WeightBy {
     Samples,
 }
 
-/// Refuses to write over the input (creating the output would truncate it
-/// before it is read).
-pub fn check_not_input(input: &Path, output: Option<&PathBuf>) -> anyhow::Result<()> {
-    let Some(out) = output else { return Ok(()) };
-    if let (Ok(a), Ok(b)) = (std::fs::canonicalize(input), std::fs::canonicalize(out)) {
-        if a == b {
-            return Err(hinted(
-                format!("the output {} is the input file", out.display()),
-                "write to another file, then rename it if you want to replace the input",
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Standard output or a created file, buffered.
 pub fn output(path: Option<&PathBuf>) -> anyhow::Result<Box<dyn Write>> {
     Ok(match path {
@@ -154,7 +139,7 @@ fn collapse_options(args: &ExportArgs) -> CollapseOptions {
 }
 
 pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
-    check_not_input(&args.file, args.output.as_ref())?;
+    crate::overwrite::refuse_input_as_output(&[&args.file], args.output.as_deref())?;
     let mut reader = trace::open(&args.file)?;
     let total = std::fs::metadata(&args.file).map_or(0, |m| m.len());
     if matches!(args.format, ExportTo::Parquet) && args.output.is_none() {

@@ -23,7 +23,8 @@ use vmview_filter::{EventFilter, SubsetWriter};
 use vmview_format::{Event, SymbolTable, TraceHeader};
 
 use crate::error::{hinted, plain};
-use crate::export::{check_not_input, output};
+use crate::export::output;
+use crate::overwrite::refuse_input_as_output;
 use crate::progress::Progress;
 use crate::trace::{self, Reader};
 
@@ -276,7 +277,7 @@ enum Sink {
 
 pub fn run(args: &FilterArgs) -> anyhow::Result<ExitCode> {
     let mut filter = compile(&args.expr)?;
-    check_not_input(&args.input, args.output.as_ref())?;
+    refuse_input_as_output(&[&args.input], args.output.as_deref())?;
     let mut input = Input::open(&args.input)?;
     let format = args.format.unwrap_or_else(|| match &args.output {
         None => OutFormat::Text,

@@ -54,6 +54,7 @@ enum Format {
 
 pub fn run(args: &LocksArgs) -> anyhow::Result<ExitCode> {
     let mut gc = GcPauses::default();
+    crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
     let mut reader = trace::open(&args.file)?;
     while let Some(ev) = reader.next_event() {
         gc.event(&ev, reader.symbols());

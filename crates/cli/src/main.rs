@@ -18,6 +18,7 @@ mod filter;
 mod jvms;
 mod locks;
 mod merge;
+mod overwrite;
 mod progress;
 mod reactions;
 mod record;

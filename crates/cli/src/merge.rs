@@ -406,9 +406,8 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
             "merge them in groups, or export each to Parquet and query the files together",
         ));
     }
-    for path in &args.files {
-        crate::export::check_not_input(path, Some(&args.output))?;
-    }
+    let inputs: Vec<&Path> = args.files.iter().map(PathBuf::as_path).collect();
+    crate::overwrite::refuse_input_as_output(&inputs, Some(&args.output))?;
     let mut inputs = Vec::new();
     for path in &args.files {
         let reader = trace::open(path)?;

@@ -144,6 +144,7 @@ pub fn run(args: &ReactionsArgs) -> anyhow::Result<ExitCode> {
                 )
             })?;
     }
+    crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
     let mut reader = trace::open(&args.file)?;
     let mut trie = ReactionTrie::new(ReactionConfig {
         user: args.user.clone(),

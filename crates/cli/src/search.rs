@@ -54,6 +54,7 @@ enum SearchFormat {
 
 pub fn run(args: &SearchArgs) -> anyhow::Result<ExitCode> {
     let mut filter = compile(&args.expr)?;
+    crate::overwrite::refuse_input_as_output(&[&args.trace], None)?;
     let mut input = Input::open(&args.trace)?;
     let stdout = io::stdout();
     let limit = args.first.unwrap_or(u64::MAX);

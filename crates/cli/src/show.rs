@@ -76,6 +76,7 @@ impl From<Format> for ExportFormat {
 }
 
 pub fn run(args: &ShowArgs) -> anyhow::Result<ExitCode> {
+    crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
     let mut reader = trace::open(&args.file)?;
     let mut out = BufWriter::new(io::stdout().lock());
     let limit = args.limit.unwrap_or(u64::MAX);

@@ -70,6 +70,7 @@ impl FileFacts {
 }
 
 pub fn run(args: &StatsArgs) -> anyhow::Result<ExitCode> {
+    crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
     let mut reader = trace::open(&args.file)?;
     let mut builder = StatsBuilder::new();
     while let Some(ev) = reader.next_event() {

@@ -39,6 +39,11 @@ pub struct ViewArgs {
 }
 
 pub fn run(args: &ViewArgs) -> anyhow::Result<ExitCode> {
+    let out = args
+        .output
+        .clone()
+        .unwrap_or_else(|| args.trace.with_extension("html"));
+    crate::overwrite::refuse_input_as_output(&[&args.trace], Some(&out))?;
     let mut reader = trace::open(&args.trace)?;
     let title = args.trace.file_name().map_or_else(
         || args.trace.display().to_string(),
@@ -60,10 +65,6 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<ExitCode> {
     };
     let events = reader.index().map_or(0, |i| i.event_count());
     trace::warn_diagnostics(reader.diagnostics(), events);
-    let out = args
-        .output
-        .clone()
-        .unwrap_or_else(|| args.trace.with_extension("html"));
     std::fs::write(&out, html).with_context(|| format!("cannot write {}", out.display()))?;
     out!("vmview: wrote {}", out.display());
     Ok(ExitCode::SUCCESS)

@@ -176,3 +176,71 @@ fn quiet_record_prints_nothing_but_the_jvms_own_output() {
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
     assert!(!jsonl(&trace).is_empty());
 }
+
+/// `vmview ARGS` fails with an error naming the input, and `input` still
+/// holds `want`.
+fn refuses_to_destroy(args: &[&str], input: &Path, want: &[u8]) {
+    let out = run(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} should fail");
+    assert!(
+        err.contains("is the input file") && err.contains("would destroy the input"),
+        "{args:?}: {err}"
+    );
+    assert_eq!(bytes(input), want, "{args:?} changed its input");
+}
+
+#[test]
+fn no_command_writes_over_its_input_under_any_name() {
+    // `view in.vmv -o in.vmv`, `view trace.html` (a trace so named: its
+    // default output is itself) and `filter in.vmv -o hard.vmv` with a hard
+    // link each truncated the input: names were compared, not files.
+    let dir = scratch("identity");
+    let trace = dir.join("in.vmv");
+    assert!(record_exit_with(&trace, 0, 0)
+        .output()
+        .unwrap()
+        .status
+        .success());
+    let want = bytes(&trace);
+    let hard = dir.join("hard.vmv");
+    std::fs::hard_link(&trace, &hard).unwrap();
+    let soft = dir.join("soft.vmv");
+    std::os::unix::fs::symlink(&trace, &soft).unwrap();
+    let html = dir.join("trace.html");
+    std::fs::copy(&trace, &html).unwrap();
+    let (t, h, s) = (path_str(&trace), path_str(&hard), path_str(&soft));
+    refuses_to_destroy(&["view", t, "-o", t], &trace, &want);
+    refuses_to_destroy(&["view", t, "-o", h], &trace, &want);
+    refuses_to_destroy(&["view", path_str(&html)], &html, &want);
+    refuses_to_destroy(&["filter", t, "-o", h, "true"], &trace, &want);
+    refuses_to_destroy(&["filter", t, "-o", s, "true"], &trace, &want);
+    refuses_to_destroy(&["export", t, "--format", "jsonl", "-o", h], &trace, &want);
+    refuses_to_destroy(&["merge", t, path_str(&html), "-o", h], &trace, &want);
+    // Standard output appended to the input (`show in.vmv >> in.vmv`).
+    for cmd in ["show", "stats", "calltree", "export"] {
+        let appended = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&hard)
+            .unwrap();
+        let out = Command::new(vmview())
+            .args([cmd, t])
+            .stdout(appended)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{cmd}: {err}");
+        assert!(
+            err.contains("standard output is the input file"),
+            "{cmd}: {err}"
+        );
+        assert_eq!(bytes(&trace), want, "{cmd} appended to its input");
+    }
+    // Another file is fine, and so is a pipe.
+    let out = run(&["filter", t, "-o", path_str(&dir.join("part.vmv")), "true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
