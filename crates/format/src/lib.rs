@@ -151,6 +151,12 @@ pub enum DiagnosticKind {
     BadChunk,
     /// No index footer (the recording did not finish cleanly): index rebuilt.
     IndexRebuilt,
+    /// The file breaks a promise of the format although its checksums hold:
+    /// chunks whose event ids do not come after those before them (out of
+    /// order, repeated, or from another trace), or a second trace after the
+    /// first. The offending part was skipped, so what was read keeps the
+    /// promises (ids unique and increasing, one trace).
+    Inconsistent,
 }
 
 /// Resolves handles to names. Filled from symbol records as chunks are read.

@@ -29,7 +29,8 @@ const PAYLOAD_RESERVE: usize = 4 << 20;
 
 /// What is at an offset that starts with the footer magic.
 enum FooterCheck {
-    Valid(Vec<ChunkInfo>),
+    /// Its chunks, and the offset just past its trailer.
+    Valid(Vec<ChunkInfo>, u64),
     /// The file ends inside it after `available` bytes.
     Truncated {
         available: u64,
@@ -65,6 +66,23 @@ pub struct TraceReader<R: Read + Seek> {
     /// No more chunks to read (end of file, footer, or a dead end).
     done: bool,
     chunk: ChunkDecoder,
+    /// The last event id of the chunks read so far in file order (reset by
+    /// a seek): a chunk must start after it.
+    last_id: Option<u64>,
+    /// The diagnostic that the run of out-of-order chunks being skipped
+    /// extends, and that run's first chunk, chunk count and event count.
+    disorder: Option<Disorder>,
+}
+
+/// Consecutive chunks skipped because their ids do not follow the ones
+/// before them: reported as one diagnostic, however long the run.
+struct Disorder {
+    diagnostic: usize,
+    first_seq: u32,
+    first_offset: u64,
+    chunks: u64,
+    events: u64,
+    after_id: u64,
 }
 
 impl TraceReader<io::BufReader<std::fs::File>> {
@@ -190,6 +208,8 @@ impl<R: Read + Seek> TraceReader<R> {
             active: false,
             done: false,
             chunk: ChunkDecoder::default(),
+            last_id: None,
+            disorder: None,
         };
         let start = match (chunks_start, short_header) {
             (Some(s), _) => s,
@@ -363,6 +383,8 @@ impl<R: Read + Seek> TraceReader<R> {
         self.active = false;
         self.done = false;
         self.next_offset = offset;
+        self.last_id = None;
+        self.disorder = None;
     }
 
     /// After a chunk decoded to its end: do its contents match its header?
@@ -399,8 +421,9 @@ impl<R: Read + Seek> TraceReader<R> {
             }
             let what = if n >= 4 && hb[..4] == FOOTER_MAGIC {
                 match self.footer_at(off)? {
-                    FooterCheck::Valid(_) => {
+                    FooterCheck::Valid(_, end) => {
                         self.done = true;
+                        self.check_nothing_after(end)?;
                         return Ok(());
                     }
                     FooterCheck::Truncated { available } => {
@@ -434,6 +457,9 @@ impl<R: Read + Seek> TraceReader<R> {
                     return Ok(());
                 }
                 "neither a chunk nor the index footer"
+            } else if hb[..FILE_MAGIC.len()] == FILE_MAGIC {
+                self.another_trace_at(off);
+                return Ok(());
             } else {
                 match ChunkHeader::decode(&hb) {
                     Ok(h) => match self.load_payload(h, off)? {
@@ -541,9 +567,106 @@ impl<R: Read + Seek> TraceReader<R> {
             });
             return Ok(Loaded::Skipped);
         }
+        if h.event_count > 0 {
+            if let Some(prev) = self.last_id.filter(|&p| h.first_id <= p) {
+                self.out_of_order(h, off, prev);
+                return Ok(Loaded::Skipped);
+            }
+            self.last_id = Some(h.last_id);
+        }
+        self.disorder = None;
         self.chunk.start(h, off);
         self.active = true;
         Ok(Loaded::Active)
+    }
+
+    /// Skips a chunk whose ids do not come after `prev`, the last id read:
+    /// chunks out of order, a chunk repeated, or chunks of another trace.
+    /// A run of them is one diagnostic.
+    fn out_of_order(&mut self, h: ChunkHeader, off: u64, prev: u64) {
+        let d = match self.disorder.take() {
+            Some(mut d) => {
+                d.chunks += 1;
+                d.events += u64::from(h.event_count);
+                d
+            }
+            None => {
+                self.diagnostics.push(Diagnostic {
+                    chunk: Some(h.seq),
+                    offset: off,
+                    kind: DiagnosticKind::Inconsistent,
+                    message: String::new(),
+                });
+                Disorder {
+                    diagnostic: self.diagnostics.len() - 1,
+                    first_seq: h.seq,
+                    first_offset: off,
+                    chunks: 1,
+                    events: u64::from(h.event_count),
+                    after_id: prev,
+                }
+            }
+        };
+        let which = if d.chunks == 1 {
+            format!(
+                "chunk {} (offset {}) holds event ids {}..={}, which do not come after id {}",
+                h.seq, off, h.first_id, h.last_id, d.after_id
+            )
+        } else {
+            format!(
+                "{} chunks from chunk {} (offset {}) to chunk {} (offset {off}) hold event ids \
+                 that do not come after id {}",
+                d.chunks, d.first_seq, d.first_offset, h.seq, d.after_id
+            )
+        };
+        self.diagnostics[d.diagnostic].message = format!(
+            "{which}, the last one read before: chunks out of order, repeated, or from another \
+             trace; their {} events were skipped so that ids stay unique and increasing",
+            d.events
+        );
+        self.disorder = Some(d);
+    }
+
+    /// A file header where a chunk should start: another trace was
+    /// appended to this one (`cat a.vmv b.vmv`). Only the first is read.
+    fn another_trace_at(&mut self, off: u64) {
+        self.diagnostics.push(Diagnostic {
+            chunk: None,
+            offset: off,
+            kind: DiagnosticKind::Inconsistent,
+            message: format!(
+                "another trace starts at offset {off} (two traces in one file, concatenated?): \
+                 only the first was read; a file holds one trace, so cut it there \
+                 (tail -c +{} FILE > second.vmv)",
+                off + 1
+            ),
+        });
+        self.done = true;
+    }
+
+    /// After the index footer's trailer at `end` the file should end.
+    fn check_nothing_after(&mut self, end: u64) -> io::Result<()> {
+        let len = self.file_len()?;
+        if len <= end {
+            return Ok(());
+        }
+        let mut magic = [0u8; FILE_MAGIC.len()];
+        let n = self.read_at(end, &mut magic)?;
+        if n == magic.len() && magic == FILE_MAGIC {
+            self.another_trace_at(end);
+        } else {
+            self.diagnostics.push(Diagnostic {
+                chunk: None,
+                offset: end,
+                kind: DiagnosticKind::Inconsistent,
+                message: format!(
+                    "{} bytes follow the end of the trace (its index footer) at offset {end}: \
+                     they were not read",
+                    len - end
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Checks the footer (and the trailer after it) at `off`.
@@ -595,7 +718,7 @@ impl<R: Read + Seek> TraceReader<R> {
         if decode_trailer(&t) != Some(off) {
             return Ok(FooterCheck::Bad);
         }
-        Ok(FooterCheck::Valid(chunks))
+        Ok(FooterCheck::Valid(chunks, trailer_at + TRAILER_LEN as u64))
     }
 
     /// The index from the footer the trailer points at, when both are
@@ -615,7 +738,7 @@ impl<R: Read + Seek> TraceReader<R> {
         if footer < self.chunks_start || footer >= len - TRAILER_LEN as u64 {
             return Ok(None);
         }
-        let FooterCheck::Valid(chunks) = self.footer_at(footer)? else {
+        let FooterCheck::Valid(chunks, _) = self.footer_at(footer)? else {
             return Ok(None);
         };
         let mut end = self.chunks_start;
@@ -643,12 +766,16 @@ impl<R: Read + Seek> TraceReader<R> {
         let len = self.file_len()?;
         let mut chunks = Vec::new();
         let mut pos = self.chunks_start;
+        let mut last_id: Option<u64> = None;
         loop {
             let mut hb = [0u8; CHUNK_HEADER_LEN];
             let n = self.read_at(pos, &mut hb)?;
+            if n >= FILE_MAGIC.len() && hb[..FILE_MAGIC.len()] == FILE_MAGIC {
+                break; // another trace: not this one's
+            }
             if n >= 4
                 && hb[..4] == FOOTER_MAGIC
-                && matches!(self.footer_at(pos)?, FooterCheck::Valid(_))
+                && matches!(self.footer_at(pos)?, FooterCheck::Valid(..))
             {
                 break;
             }
@@ -661,7 +788,13 @@ impl<R: Read + Seek> TraceReader<R> {
                     if end > len {
                         break; // the partial last chunk of a live or killed recording
                     }
-                    chunks.push(h.info(pos));
+                    // As the reader does: a chunk whose ids do not follow is skipped.
+                    if h.event_count == 0 || last_id.is_none_or(|l| l < h.first_id) {
+                        if h.event_count > 0 {
+                            last_id = Some(h.last_id);
+                        }
+                        chunks.push(h.info(pos));
+                    }
                     pos = end;
                     continue;
                 }
@@ -704,7 +837,7 @@ impl<R: Read + Seek> TraceReader<R> {
         let mut hb = [0u8; CHUNK_HEADER_LEN];
         let n = self.read_at(at, &mut hb)?;
         if n >= 4 && hb[..4] == FOOTER_MAGIC {
-            return Ok(matches!(self.footer_at(at)?, FooterCheck::Valid(_)));
+            return Ok(matches!(self.footer_at(at)?, FooterCheck::Valid(..)));
         }
         Ok(n == CHUNK_HEADER_LEN && ChunkHeader::decode(&hb).is_ok())
     }

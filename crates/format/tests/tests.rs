@@ -3,6 +3,7 @@
 
 mod chunks;
 mod example;
+mod invariants;
 mod recovery;
 mod round_trip;
 mod size;
