@@ -19,8 +19,7 @@ runs the vmview agent with 'agent loaded'."
 pub struct JvmsArgs {}
 
 pub fn run(_args: &JvmsArgs) -> anyhow::Result<ExitCode> {
-    // SAFETY: a plain getter.
-    let euid = unsafe { libc::geteuid() };
+    let euid = nix::unistd::geteuid().as_raw();
     let mut pids: Vec<u32> = std::fs::read_dir("/proc")?
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse().ok())

@@ -462,3 +462,64 @@ fn which_java() -> String {
         .expect("sh");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
+
+#[test]
+fn two_attaches_at_the_same_moment_take_turns_and_never_print_a_thread_dump() {
+    // Two `vmview attach` to one JVM at once made it print a thread dump
+    // (once in seven trials): the second sent its SIGQUIT after the first
+    // had started the attach listener, and such a JVM takes SIGQUIT as a
+    // thread dump request. A fresh JVM each round: only the first attach
+    // to a JVM starts its listener.
+    agent();
+    for round in 0..5 {
+        let service = Service::start(&format!("attach-race-{round}"), &["java"], &[]);
+        let pid = service.jvm_pid().to_string();
+        let outputs: Vec<PathBuf> = ["a.vmv", "b.vmv"]
+            .iter()
+            .map(|n| service.dir.join(n))
+            .collect();
+        let children: Vec<_> = outputs
+            .iter()
+            .map(|o| {
+                Command::new(vmview())
+                    .args(["attach", &pid, "--classes", "fx.ServiceWorker", "-o"])
+                    .arg(o)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("vmview attach")
+            })
+            .collect();
+        let results: Vec<_> = children
+            .into_iter()
+            .map(|c| c.wait_with_output().expect("wait"))
+            .collect();
+        let stderr: Vec<String> = results
+            .iter()
+            .map(|r| String::from_utf8_lossy(&r.stderr).into_owned())
+            .collect();
+        // One starts the recording; the other is told one is running.
+        let started: Vec<usize> = (0..2).filter(|&i| results[i].status.success()).collect();
+        assert_eq!(started.len(), 1, "round {round}: {stderr:?}");
+        let (won, lost) = (started[0], 1 - started[0]);
+        assert!(
+            stderr[won].contains("recording pid"),
+            "round {round}: {}",
+            stderr[won]
+        );
+        assert!(
+            stderr[lost].contains("error:") && stderr[lost].contains("already running"),
+            "round {round}: {}",
+            stderr[lost]
+        );
+        assert!(!stderr.iter().any(|e| e.contains("panicked")));
+        vmview_ok(&["attach", &pid, "stop"]);
+        assert!(!jsonl(&outputs[won]).is_empty());
+        let (out, err) = service.finish();
+        assert_eq!(
+            out, SERVICE_OUTPUT,
+            "round {round}: no thread dump on stdout"
+        );
+        assert!(!err.contains("Full thread dump"), "round {round}: {err}");
+    }
+}

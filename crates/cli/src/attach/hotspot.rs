@@ -11,15 +11,30 @@
 //! 3. The JVM answers with a status line (0 = the command ran) and the
 //!    command's output (`return code: N`, Agent_OnAttach's result).
 //!
+//! A SIGQUIT that reaches a JVM whose listener already runs, or that finds
+//! no `.attach_pid` file, prints a thread dump on the JVM's stdout (two
+//! `vmview attach` at once did that: the second signalled after the first
+//! had started the listener). So attaches to one JVM take turns, holding
+//! an exclusive `flock` on `/tmp/.vmview_attach_pid<PID>.lock` in the
+//! JVM's `/tmp` for the whole exchange ([`AttachLock`]); under it, the
+//! socket is tried again, and the signal is sent only when the socket is
+//! missing and the trigger file is the one vmview just created, in place.
+//!
 //! HotSpot checks the peer's credentials, so vmview running as root takes
 //! the JVM's effective uid and gid for the exchange. `<PID>` is the pid the
 //! JVM sees in its own PID namespace, and `/tmp` is the JVM's, reached
 //! through `/proc/PID/root` ([`Process::path`]).
 
-use std::io::{Read, Write};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use nix::fcntl::{Flock, FlockArg, OFlag};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::{getegid, geteuid, setegid, seteuid, Gid, Pid, Uid};
 
 use super::process::Process;
 use crate::error::{hinted, plain};
@@ -28,14 +43,32 @@ use crate::error::{hinted, plain};
 const LISTENER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a command may take to answer (a stop drains the buffers).
 const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long to wait for another vmview's exchange with the same JVM: its
+/// listener start and its reply, with room to spare.
+const LOCK_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Runs `load LIBRARY OPTIONS` in the JVM; returns Agent_OnAttach's result
 /// and the JVM's text.
 pub fn load_agent(p: &Process, library: &str, options: &str) -> anyhow::Result<(i32, String)> {
     let _as_target = Credentials::take(p)?;
+    let _turn = AttachLock::take(p)?;
     let socket = p.path(&format!("/tmp/.java_pid{}", p.nspid));
     let mut stream = match UnixStream::connect(&socket) {
         Ok(s) => s,
+        // Only a missing (or dead) socket means the listener is not running;
+        // any other failure must not become a SIGQUIT to a running one.
+        Err(e)
+            if !matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Err(plain(format!(
+                "cannot connect to the attach socket of pid {} ({}): {e}",
+                p.pid,
+                socket.display()
+            )));
+        }
         Err(_) => {
             start_listener(p, &socket)?;
             UnixStream::connect(&socket).map_err(|e| {
@@ -92,10 +125,9 @@ fn start_listener(p: &Process, socket: &Path) -> anyhow::Result<()> {
         PathBuf::from(format!("/proc/{}/cwd/{name}", p.pid)),
         p.path(&format!("/tmp/{name}")),
     ];
-    let trigger = candidates
+    let (trigger, file) = candidates
         .iter()
-        .find(|c| std::fs::File::create(c).is_ok())
-        .cloned()
+        .find_map(|c| File::create(c).ok().map(|f| (c.clone(), f)))
         .ok_or_else(|| {
             hinted(
                 format!(
@@ -105,20 +137,44 @@ fn start_listener(p: &Process, socket: &Path) -> anyhow::Result<()> {
                 "run vmview as the JVM's user (or as root)",
             )
         })?;
-    let result = signal_and_wait(p, socket);
-    let _ = std::fs::remove_file(&trigger);
+    let result = signal_and_wait(p, socket, &trigger, &file);
+    // Only our own trigger: another tool may have put its own there since.
+    if is_ours(&trigger, &file) {
+        let _ = std::fs::remove_file(&trigger);
+    }
     result
 }
 
-fn signal_and_wait(p: &Process, socket: &Path) -> anyhow::Result<()> {
-    // SAFETY: kill(2) with a pid and a signal number has no memory effects.
-    if unsafe { libc::kill(p.pid as libc::pid_t, libc::SIGQUIT) } != 0 {
+/// Whether `path` is still the file vmview created (`file`), owned by the
+/// uid HotSpot will compare with its own.
+fn is_ours(path: &Path, file: &File) -> bool {
+    match (std::fs::symlink_metadata(path), file.metadata()) {
+        (Ok(there), Ok(ours)) => {
+            there.dev() == ours.dev()
+                && there.ino() == ours.ino()
+                && there.uid() == geteuid().as_raw()
+        }
+        _ => false,
+    }
+}
+
+fn signal_and_wait(p: &Process, socket: &Path, trigger: &Path, file: &File) -> anyhow::Result<()> {
+    // A listener started meanwhile (by jcmd, say) would take the signal for
+    // a thread dump request.
+    if socket.exists() {
+        return Ok(());
+    }
+    if !is_ours(trigger, file) {
         return Err(plain(format!(
-            "cannot signal pid {}: {}",
-            p.pid,
-            std::io::Error::last_os_error()
+            "the attach trigger {} was replaced or removed before pid {} was signalled; \
+             nothing was sent (another attach tool at the same moment?): try again",
+            trigger.display(),
+            p.pid
         )));
     }
+    let pid = i32::try_from(p.pid).map_err(|_| plain(format!("pid {} is out of range", p.pid)))?;
+    kill(Pid::from_raw(pid), Signal::SIGQUIT)
+        .map_err(|e| plain(format!("cannot signal pid {}: {e}", p.pid)))?;
     let deadline = Instant::now() + LISTENER_TIMEOUT;
     let mut pause = Duration::from_millis(10);
     loop {
@@ -144,29 +200,71 @@ fn signal_and_wait(p: &Process, socket: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// This vmview's turn to talk to one JVM: an exclusive lock on a file in
+/// the JVM's `/tmp` named by its pid, held until dropped. Taken after the
+/// credentials, so the file belongs to the JVM's user.
+struct AttachLock {
+    _lock: Flock<File>,
+}
+
+impl AttachLock {
+    fn take(p: &Process) -> anyhow::Result<AttachLock> {
+        let path = p.path(&format!("/tmp/.vmview_attach_pid{}.lock", p.nspid));
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(OFlag::O_NOFOLLOW.bits())
+            .open(&path)
+            .map_err(|e| {
+                hinted(
+                    format!("cannot create the attach lock {}: {e}", path.display()),
+                    "run vmview as the JVM's user (or as root)",
+                )
+            })?;
+        let deadline = Instant::now() + LOCK_TIMEOUT;
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => return Ok(AttachLock { _lock: lock }),
+                Err((f, nix::errno::Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
+                    file = f;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                    return Err(hinted(
+                        format!(
+                            "another vmview attach to pid {} has been talking to it for {} s",
+                            p.pid,
+                            LOCK_TIMEOUT.as_secs()
+                        ),
+                        "wait for it to finish (or stop it), then try again",
+                    ))
+                }
+                Err((_, e)) => return Err(plain(format!("cannot lock {}: {e}", path.display()))),
+            }
+        }
+    }
+}
+
 /// The JVM's effective uid and gid while alive, when vmview runs as root
 /// and the JVM does not: HotSpot accepts only its own user (or root, on
 /// newer JDKs) as a peer, and creates its files for its own user.
 struct Credentials {
-    restore: Option<(libc::uid_t, libc::gid_t)>,
+    restore: Option<(Uid, Gid)>,
 }
 
 impl Credentials {
     fn take(p: &Process) -> anyhow::Result<Credentials> {
-        // SAFETY: plain getters.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        if uid != 0 || (p.uid == uid && p.gid == gid) {
+        let (uid, gid) = (geteuid(), getegid());
+        let (to_uid, to_gid) = (Uid::from_raw(p.uid), Gid::from_raw(p.gid));
+        if !uid.is_root() || (to_uid == uid && to_gid == gid) {
             return Ok(Credentials { restore: None });
         }
-        // SAFETY: setegid/seteuid change this process's credentials only.
-        let ok = unsafe { libc::setegid(p.gid) == 0 && libc::seteuid(p.uid) == 0 };
-        if !ok {
-            let e = std::io::Error::last_os_error();
-            // SAFETY: as above; back to root.
-            unsafe {
-                libc::seteuid(uid);
-                libc::setegid(gid);
-            }
+        if let Err(e) = setegid(to_gid).and_then(|()| seteuid(to_uid)) {
+            let _ = seteuid(uid);
+            let _ = setegid(gid);
             return Err(plain(format!(
                 "cannot take the uid {} and gid {} of pid {}: {e}",
                 p.uid, p.gid, p.pid
@@ -181,11 +279,9 @@ impl Credentials {
 impl Drop for Credentials {
     fn drop(&mut self) {
         if let Some((uid, gid)) = self.restore {
-            // SAFETY: back to the saved root credentials.
-            unsafe {
-                libc::seteuid(uid);
-                libc::setegid(gid);
-            }
+            // Back to root first: only root may set the gid back.
+            let _ = seteuid(uid);
+            let _ = setegid(gid);
         }
     }
 }

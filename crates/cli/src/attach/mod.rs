@@ -160,8 +160,7 @@ fn attachable(pid: u32) -> anyhow::Result<Process> {
             ))
         }
     };
-    // SAFETY: a plain getter.
-    let euid = unsafe { libc::geteuid() };
+    let euid = nix::unistd::geteuid().as_raw();
     let name = p.cmdline.first().map_or("?", String::as_str);
     if euid != 0 && p.uid != euid {
         return Err(hinted(
