@@ -116,33 +116,39 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 pub fn run(args: AttachArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
+    // --quiet: nothing on stderr but errors and warnings.
+    let quiet = matches
+        .get_one::<String>("quiet")
+        .is_some_and(|v| vmview_options::parse_bool(v).unwrap_or(true));
     let target = attachable(args.pid)?;
     let agent = record::find_agent()?;
     let library = library_for(&target, &agent)?;
 
     match args.action {
-        Action::Start => start(&args, matches, &target, &library),
+        Action::Start => start(&args, matches, &target, &library, quiet),
         Action::Status => {
             let reply = command(&target, &library, "status", "")?;
             print_status(&target, &reply);
             Ok(ExitCode::SUCCESS)
         }
         Action::Stop => {
-            stop(&target, &library, None)?;
+            stop(&target, &library, None, quiet)?;
             Ok(ExitCode::SUCCESS)
         }
         Action::Dump => {
             let options = options(&args, matches, &target, false)?;
             let reply = command(&target, &library, "dump", &options)?;
             let old = reply.host_file(&target, "file");
-            say!(
-                "vmview: finished {} ({} events, {} bytes); recording on into {}",
-                old.display(),
-                reply.get("events").unwrap_or("?"),
-                reply.get("bytes").unwrap_or("?"),
-                reply.host_file(&target, "next_file").display()
-            );
-            reply.print_notes();
+            if !quiet {
+                say!(
+                    "vmview: finished {} ({} events, {} bytes); recording on into {}",
+                    old.display(),
+                    reply.get("events").unwrap_or("?"),
+                    reply.get("bytes").unwrap_or("?"),
+                    reply.host_file(&target, "next_file").display()
+                );
+            }
+            reply.print_notes(quiet);
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -322,11 +328,17 @@ fn start(
     matches: &ArgMatches,
     p: &Process,
     library: &str,
+    quiet: bool,
 ) -> anyhow::Result<ExitCode> {
     let options = options(args, matches, p, true)?;
     let reply = command(p, library, "start", &options)?;
     let file = reply.host_file(p, "file");
-    say!(
+    let started = |line: &str| {
+        if !quiet {
+            say!("{line}");
+        }
+    };
+    started(&format!(
         "vmview: recording pid {} ({}) into {}",
         p.pid,
         reply
@@ -334,17 +346,24 @@ fn start(
             .filter(|r| !r.is_empty())
             .unwrap_or("no events"),
         file.display()
-    );
-    reply.print_notes();
+    ));
+    reply.print_notes(quiet);
     let Some(duration) = args.duration else {
-        say!("vmview: stop it with: vmview attach {} stop", p.pid);
+        started(&format!(
+            "vmview: stop it with: vmview attach {} stop",
+            p.pid
+        ));
         return Ok(ExitCode::SUCCESS);
     };
     let interrupted = Arc::new(AtomicBool::new(false));
     let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted));
     let _ = signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&interrupted));
     let end = Instant::now() + duration;
-    let mut line = crate::status::StatusLine::start();
+    let mut line = if quiet {
+        None
+    } else {
+        crate::status::StatusLine::start()
+    };
     while Instant::now() < end && !interrupted.load(Ordering::Relaxed) {
         if !p.path("/").exists() || !Path::new(&format!("/proc/{}", p.pid)).exists() {
             drop(line);
@@ -368,13 +387,13 @@ fn start(
         );
     }
     drop(line);
-    stop(p, library, args.output.as_deref().map(Path::new))?;
+    stop(p, library, args.output.as_deref().map(Path::new), quiet)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Stops the recording and reports its file; a file left in another mount
 /// namespace's `/tmp` is copied to `copy_to` (or the current directory).
-fn stop(p: &Process, library: &str, copy_to: Option<&Path>) -> anyhow::Result<()> {
+fn stop(p: &Process, library: &str, copy_to: Option<&Path>, quiet: bool) -> anyhow::Result<()> {
     let reply = command(p, library, "stop", "")?;
     let mut file = reply.host_file(p, "file");
     let inside = reply.get("file").unwrap_or_default();
@@ -393,12 +412,14 @@ fn stop(p: &Process, library: &str, copy_to: Option<&Path>) -> anyhow::Result<()
         let _ = std::fs::remove_file(&file);
         file = dest;
     }
-    say!(
-        "vmview: stopped; wrote {} events ({} bytes) to {}",
-        reply.get("events").unwrap_or("?"),
-        reply.get("bytes").unwrap_or("?"),
-        file.display()
-    );
+    if !quiet {
+        say!(
+            "vmview: stopped; wrote {} events ({} bytes) to {}",
+            reply.get("events").unwrap_or("?"),
+            reply.get("bytes").unwrap_or("?"),
+            file.display()
+        );
+    }
     let dropped = reply.get("dropped").unwrap_or("0");
     if dropped != "0" {
         say!("vmview: note: {dropped} events dropped (buffer full)");
@@ -452,9 +473,16 @@ impl Reply {
         p.path(self.get(key).unwrap_or("?"))
     }
 
-    fn print_notes(&self) {
+    /// The agent's notes; one saying the trace went to another file than
+    /// asked (a live recording held the name) is a warning, shown even
+    /// with --quiet.
+    fn print_notes(&self, quiet: bool) {
         for note in self.all("note") {
-            say!("vmview: note: {note}");
+            if note.contains("is being written by another recording") {
+                say!("vmview: warning: {note}");
+            } else if !quiet {
+                say!("vmview: note: {note}");
+            }
         }
     }
 }
