@@ -40,7 +40,9 @@ option on) is the command, starting with the java executable; \
 vmview inserts -agentpath:libvmview_agent.so=OPTIONS right after it, runs it \
 with the terminal's stdin, stdout and stderr, and exits with the JVM's exit \
 code. The trace goes to trace.vmv in the current directory unless -o says \
-otherwise (%p in the name becomes the JVM's process id, %t its start time).
+otherwise (%p in the name becomes the JVM's process id, %t its start time). \
+A trace already there is moved to NAME.old; while another recording is \
+writing it, this one goes to STEM.PID.EXT instead (docs/RECORDING.md).
 
 Method calls are recorded only for the trace classes chosen with --classes; \
 exceptions, threads, locks and GC are recorded without it.
@@ -87,6 +89,8 @@ pub struct RecordArgs {
     #[arg(long, value_name = "LIST", help_heading = AGENT_HEADING)]
     events: Option<String>,
     /// Trace file to write; %p = the JVM's process id, %t = its start time.
+    /// An existing one is moved to FILE.old; one being recorded is left alone
+    /// and this recording goes to STEM.PID.EXT.
     #[arg(short = 'o', long = "output", visible_alias = "file", value_name = "FILE", default_value = DEFAULT_OUTPUT, help_heading = AGENT_HEADING)]
     output: String,
     /// The Java command: the java executable, its options, the main class or
@@ -189,6 +193,13 @@ pub fn run(args: RecordArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
     let code = exit_code(status);
 
     let wanted = resolve_output(&output_pattern, pid, started);
+    // `-o /dev/null`, a FIFO: nothing to look at afterwards.
+    if wanted
+        .as_deref()
+        .is_some_and(|w| std::fs::metadata(w).is_ok_and(|m| !m.is_file()))
+    {
+        return Ok(ExitCode::from(code));
+    }
     let found = wanted
         .as_deref()
         .and_then(|w| find_own_trace(w, pid, before, started));
@@ -455,10 +466,11 @@ fn wait(
     } else {
         crate::status::StatusLine::start()
     };
-    let path = expand_pid(pattern, pid);
-    let shown = path
+    let wanted = expand_pid(pattern, pid);
+    // The agent's name for this recording when another one holds `wanted`.
+    let own = wanted
         .as_ref()
-        .map_or_else(|| pattern.to_string(), |p| p.display().to_string());
+        .map(|p| PathBuf::from(vmview_options::own_file_name(&p.to_string_lossy(), pid)));
     let mut interrupted = false;
     let mut last_probe: Option<Instant> = None;
     loop {
@@ -480,10 +492,11 @@ fn wait(
         if let Some(line) = status_line.as_mut() {
             if last_probe.is_none_or(|t| t.elapsed() >= Duration::from_millis(250)) {
                 last_probe = Some(Instant::now());
+                let path = own.as_deref().filter(|o| o.exists()).or(wanted.as_deref());
+                let shown = path.map_or_else(|| pattern.to_string(), |p| p.display().to_string());
                 // A trace left by an earlier run is not progress.
-                let fresh = path
-                    .as_deref()
-                    .filter(|p| written_at(p).is_some_and(|t| before.is_none_or(|b| t > b)));
+                let fresh =
+                    path.filter(|p| written_at(p).is_some_and(|t| before.is_none_or(|b| t > b)));
                 let progress = match fresh.and_then(probe) {
                     Some((events, bytes)) => {
                         format!("{} events, {}", HumanCount(events), HumanBytes(bytes))

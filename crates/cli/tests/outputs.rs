@@ -244,3 +244,20 @@ fn no_command_writes_over_its_input_under_any_name() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn record_to_dev_null_leaves_it_a_device_and_says_nothing_of_a_trace() {
+    // A name that is not a regular file is opened as it is: never moved
+    // aside, and no "the agent probably failed to load" afterwards.
+    let out = record_exit_with(Path::new("/dev/null"), 4, 0)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(!err.contains("error") && !err.contains("warning"), "{err}");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+}

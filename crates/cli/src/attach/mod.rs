@@ -93,7 +93,8 @@ pub struct AttachArgs {
     /// classes, locks, gc, samples, all [default: calls,exceptions,threads,locks,gc].
     #[arg(long, value_name = "LIST", help_heading = "Agent options")]
     events: Option<String>,
-    /// Trace file [default: trace-PID.vmv in the current directory].
+    /// Trace file [default: trace-PID.vmv in the current directory]; an
+    /// existing one is moved to FILE.old.
     #[arg(
         short = 'o',
         long = "output",
