@@ -6,6 +6,8 @@
 //! message with a hint; the trace format, the analyses and the output
 //! formats live in the library crates so other front ends can reuse them.
 
+#![forbid(unsafe_code)]
+
 #[macro_use]
 mod say;
 
