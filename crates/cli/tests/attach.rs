@@ -524,3 +524,51 @@ fn two_attaches_at_the_same_moment_take_turns_and_never_print_a_thread_dump() {
         assert!(!err.contains("Full thread dump"), "round {round}: {err}");
     }
 }
+
+#[test]
+fn an_attach_waits_while_another_holds_the_jvms_attach_lock() {
+    // The turn-taking itself, without depending on a lost race: while the
+    // lock in the JVM's /tmp is held, `vmview attach` must neither signal
+    // nor talk to the JVM; once released, it goes ahead.
+    agent();
+    let service = Service::start("attach-lock", &["java"], &[]);
+    let pid = service.jvm_pid();
+    let lock_path = format!("/tmp/.vmview_attach_pid{pid}.lock");
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .expect("open the attach lock");
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock(2) on a descriptor this test owns.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let mut waiting = Command::new(vmview())
+        .args(["attach", &pid.to_string(), "status"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("vmview attach");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        waiting.try_wait().expect("try_wait").is_none(),
+        "attach went ahead while another held the lock"
+    );
+    let socket = format!("/tmp/.java_pid{pid}");
+    assert!(
+        !Path::new(&socket).exists(),
+        "the JVM was signalled while the lock was held"
+    );
+    drop(lock);
+    let out = waiting.wait_with_output().expect("wait");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("no vmview recording"), "{text}");
+    let (stdout, _) = service.finish();
+    assert_eq!(stdout, SERVICE_OUTPUT);
+}
