@@ -184,10 +184,15 @@ pub fn run(args: RecordArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
     let output_pattern = args.output.clone();
     let before = written_at(Path::new(&output_pattern));
     let started = SystemTime::now();
+    // What held the name before this JVM could take it (docs/RECORDING.md);
+    // a name with %p is known only once the JVM runs.
+    let plain_name = !output_pattern.contains('%');
+    let mut earlier = file_id(Path::new(&output_pattern)).filter(|_| plain_name);
     let mut child = java.spawn().map_err(|e| spawn_error(program, e))?;
     let pid = child.id();
-    // What held the name before this JVM could take it (docs/RECORDING.md).
-    let earlier = expand_pid(&output_pattern, pid).and_then(|p| file_id(&p));
+    if !plain_name {
+        earlier = expand_pid(&output_pattern, pid).and_then(|p| file_id(&p));
+    }
 
     let status = wait(&mut child, &output_pattern, pid, before, quiet)?;
     let code = exit_code(status);

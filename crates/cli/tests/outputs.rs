@@ -261,3 +261,29 @@ fn record_to_dev_null_leaves_it_a_device_and_says_nothing_of_a_trace() {
         .file_type()
         .is_char_device());
 }
+
+#[test]
+fn two_traces_concatenated_into_one_file_are_read_as_the_first_with_a_warning() {
+    // `cat a.vmv b.vmv > both.vmv` used to read as `a.vmv` without a word.
+    let dir = scratch("concat");
+    let trace = dir.join("a.vmv");
+    assert!(record_exit_with(&trace, 0, 0)
+        .output()
+        .unwrap()
+        .status
+        .success());
+    let a = bytes(&trace);
+    let both = dir.join("both.vmv");
+    std::fs::write(&both, [a.clone(), a.clone()].concat()).unwrap();
+    let out = run(&["show", path_str(&both), "--format", "jsonl"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("another trace starts at offset {}", a.len())),
+        "{err}"
+    );
+    assert_eq!(
+        out.stdout,
+        run(&["show", path_str(&trace), "--format", "jsonl"]).stdout
+    );
+}
