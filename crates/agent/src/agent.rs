@@ -291,6 +291,15 @@ fn create(
     if let Some(old) = &opened.moved_aside {
         notes.push(format!("the earlier {wanted} was moved to {old}"));
     }
+    if opened.replaced {
+        let note = format!(
+            "the earlier {wanted} was replaced: its directory is not writable, so it could not be moved aside"
+        );
+        if !attached && !options.quiet {
+            crate::problems::say(&note);
+        }
+        notes.push(note);
+    }
 
     let mut properties = vec![
         ("agent_options".to_string(), raw_options.to_string()),

@@ -19,7 +19,9 @@
 //! given its name with `link(2)`, which fails instead of replacing: no other
 //! recording can see the name taken by a file it could still lock and move.
 //! A name that is not a regular file (`/dev/null`, a FIFO) is opened as
-//! before.
+//! before. An existing trace in a directory we may not write (so nothing
+//! can be created or moved there) is replaced in place, unless it is live,
+//! and the recording says so.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -37,6 +39,9 @@ pub struct TraceFile {
     pub moved_aside: Option<String>,
     /// The name was held by a live recording, so `path` is another one.
     pub taken_by_live: bool,
+    /// A finished trace held the name and could not be moved aside (its
+    /// directory is not writable): it was replaced.
+    pub replaced: bool,
 }
 
 /// Creates the trace file for `name` (see the module docs).
@@ -47,11 +52,22 @@ pub fn create(name: &str) -> io::Result<TraceFile> {
         path: name.to_string(),
         moved_aside: None,
         taken_by_live: false,
+        replaced: false,
     };
-    if fs::metadata(target).is_ok_and(|m| !m.is_file()) {
+    let existing = fs::metadata(target).ok();
+    if existing.as_ref().is_some_and(|m| !m.is_file()) {
         return File::create(target).map(plain);
     }
-    let (tmp, file) = create_temporary(target)?;
+    let (tmp, file) = match create_temporary(target) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied && existing.is_some() => {
+            return replace_in_place(target).map(|file| TraceFile {
+                replaced: true,
+                ..plain(file)
+            });
+        }
+        Err(e) => return Err(e),
+    };
     let result = give_name(&tmp, target);
     let _ = fs::remove_file(&tmp);
     let (path, moved_aside, taken_by_live) = result?;
@@ -60,7 +76,24 @@ pub fn create(name: &str) -> io::Result<TraceFile> {
         path,
         moved_aside,
         taken_by_live,
+        replaced: false,
     })
+}
+
+/// Opens the writable trace at `target` in a directory we may not write,
+/// and empties it, unless a live recording holds it.
+fn replace_in_place(target: &Path) -> io::Result<File> {
+    let file = OpenOptions::new().write(true).open(target)?;
+    match lock(&file) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::other(
+            "it is being written by another recording, and its directory is not writable \
+             (so no other name can be taken beside it)",
+        )),
+        _ => {
+            file.set_len(0)?;
+            Ok(file)
+        }
+    }
 }
 
 /// A new, locked, empty file beside `target`.
@@ -230,6 +263,23 @@ mod tests {
         let third = create(name.to_str().unwrap()).unwrap();
         assert!(!third.taken_by_live);
         assert_eq!(fs::read(d.join("t.vmv.old")).unwrap(), b"first");
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn replacing_in_place_empties_a_finished_trace_but_not_a_live_one() {
+        // The path taken when the directory is not writable (not reachable
+        // by a test running as root, which may write anywhere).
+        let d = dir("in-place");
+        let name = d.join("t.vmv");
+        fs::write(&name, b"first").unwrap();
+        let live = replace_in_place(&name).unwrap();
+        assert_eq!(fs::read(&name).unwrap(), b"");
+        fs::write(&name, b"second").unwrap();
+        assert!(replace_in_place(&name).is_err(), "the first is live");
+        assert_eq!(fs::read(&name).unwrap(), b"second");
+        drop(live);
+        assert!(replace_in_place(&name).is_ok());
         let _ = fs::remove_dir_all(&d);
     }
 
