@@ -156,7 +156,6 @@ pub fn known_flags_sentence() -> String {
 pub fn run(args: RecordArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
     let option_string = agent_option_string(&args, matches)?;
     let parsed = AgentOptions::parse(&option_string).map_err(|e| option_error(&e))?;
-    // With --reactions, calls of the handlers found are recorded anyway.
     // --quiet: nothing on stderr but errors and warnings, as the agent's
     // option promises for the JVM's side.
     let quiet = parsed.quiet;
