@@ -307,6 +307,7 @@ fn create(
             "agent_version".to_string(),
             env!("CARGO_PKG_VERSION").to_string(),
         ),
+        ("agent_build".to_string(), crate::build_id().to_string()),
         ("capture".to_string(), capture.name().to_string()),
         ("jvmti_version".to_string(), format_version(jvmti_version)),
     ];

@@ -16,8 +16,9 @@
 //! writer's last drain (a fraction of a second).
 //!
 //! The reply is plain text: `ok` or `error: MESSAGE` on the first line,
-//! then `key: value` lines (`file`, `events`, `bytes`, `dropped`, `state`,
-//! and any number of `note` and `problem` lines).
+//! then `key: value` lines (`agent` (its `VERSION+BUILD_ID`), `file`,
+//! `events`, `bytes`, `dropped`, `state`, and any number of `note` and
+//! `problem` lines).
 
 use crate::agent::{self, Agent};
 use crate::capture::bytecode;
@@ -53,11 +54,14 @@ impl Reply {
         self.lines.push((key, value.to_string()));
     }
 
+    /// The reply's text; every reply names the agent's build (`agent:
+    /// VERSION+ID`), so the CLI can tell it talks to its own.
     fn text(&self) -> String {
         let mut out = match &self.error {
             None => "ok\n".to_string(),
             Some(e) => format!("error: {}\n", one_line(e)),
         };
+        let _ = writeln!(out, "agent: {}", crate::build());
         for (k, v) in &self.lines {
             let _ = writeln!(out, "{k}: {}", one_line(v));
         }
@@ -317,7 +321,22 @@ mod tests {
     fn reply_is_one_status_line_then_key_value_lines() {
         let mut r = Reply::error("bad\nthing");
         r.push("file", "/t.vmv");
-        assert_eq!(r.text(), "error: bad thing\nfile: /t.vmv\n");
+        assert_eq!(
+            r.text(),
+            format!(
+                "error: bad thing\nagent: {}\nfile: /t.vmv\n",
+                crate::build()
+            )
+        );
+    }
+
+    #[test]
+    fn the_build_is_the_version_and_a_sixteen_digit_id() {
+        let (version, id) = crate::build().split_once('+').unwrap();
+        assert_eq!(version, env!("CARGO_PKG_VERSION"));
+        assert_eq!(id, crate::build_id());
+        assert_eq!(id.len(), 16);
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
     }
 
     #[test]

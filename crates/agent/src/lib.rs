@@ -51,6 +51,30 @@ mod writer;
 
 use std::ffi::{c_char, c_void, CStr};
 
+/// The marker and build this agent was compiled as: `vmview-agent-build
+/// VERSION+ID`, where ID hashes the agent's sources (build.rs). The CLI
+/// finds this string in the library's bytes (`vmview --version`, and
+/// `vmview attach` to recognise an agent of another build in a JVM), so it
+/// is one literal, used at run time so the linker keeps it.
+const BUILD_MARKER: &str = concat!(
+    "vmview-agent-build ",
+    env!("CARGO_PKG_VERSION"),
+    "+",
+    env!("VMVIEW_BUILD_ID")
+);
+
+/// This agent's build id (the hash part of [`BUILD_MARKER`]).
+pub(crate) fn build_id() -> &'static str {
+    BUILD_MARKER.rsplit('+').next().unwrap_or("")
+}
+
+/// `VERSION+ID`, as control replies carry it.
+pub(crate) fn build() -> &'static str {
+    BUILD_MARKER
+        .strip_prefix("vmview-agent-build ")
+        .unwrap_or(BUILD_MARKER)
+}
+
 /// Called by the JVM when it loads the agent at startup. A non-zero return
 /// makes the JVM refuse to start; the reason is printed on one line.
 ///

@@ -11,6 +11,8 @@
 #[macro_use]
 mod say;
 
+mod agent;
+mod agent_path;
 mod attach;
 mod calltree;
 mod dataflow;
@@ -19,6 +21,8 @@ mod export;
 mod filter;
 mod jvms;
 mod locks;
+mod manpage;
+mod marker;
 mod merge;
 mod overwrite;
 mod progress;
@@ -69,7 +73,7 @@ Examples:
   vmview locks trace.vmv";
 
 #[derive(Parser)]
-#[command(name = "vmview", version, about = ABOUT, after_long_help = EXAMPLES, propagate_version = true)]
+#[command(name = "vmview", version = agent::VERSION, about = ABOUT, after_long_help = EXAMPLES, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -92,6 +96,9 @@ enum Command {
     Reactions(reactions::ReactionsArgs),
     Calltree(calltree::CalltreeArgs),
     Locks(locks::LocksArgs),
+    AgentPath(agent_path::AgentPathArgs),
+    #[command(hide = true)]
+    Manpage(manpage::ManpageArgs),
 }
 
 fn main() -> ExitCode {
@@ -129,6 +136,8 @@ fn main() -> ExitCode {
         Command::Reactions(args) => reactions::run(&args),
         Command::Calltree(args) => calltree::run(&args),
         Command::Locks(args) => locks::run(&args),
+        Command::AgentPath(args) => agent_path::run(&args),
+        Command::Manpage(args) => manpage::run(&args, cli_command()),
     };
     match result {
         Ok(code) => code,

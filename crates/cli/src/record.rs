@@ -25,8 +25,6 @@ use crate::error::{hinted, plain};
 
 /// The trace file when no `-o` is given: predictable, in the current directory.
 const DEFAULT_OUTPUT: &str = "trace.vmv";
-/// The agent library's file name.
-const AGENT_LIB: &str = "libvmview_agent.so";
 /// Options with a dedicated flag above; every other entry of `OPTIONS`
 /// becomes `--NAME VALUE`.
 const DEDICATED: &[&str] = &["file", "classes", "exclude", "events"];
@@ -47,8 +45,10 @@ writing it, this one goes to STEM.PID.EXT instead (docs/RECORDING.md).
 Method calls are recorded only for the trace classes chosen with --classes; \
 exceptions, threads, locks and GC are recorded without it.
 
-The agent library is found through the VMVIEW_AGENT environment variable, \
-else next to the vmview executable (or one directory up).";
+The agent library is inside vmview: it is written once to \
+$XDG_CACHE_HOME/vmview/HASH/ (else ~/.cache/vmview/HASH/) and loaded from \
+there (`vmview agent-path` prints where). The VMVIEW_AGENT environment \
+variable names another library to load instead.";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -373,39 +373,10 @@ pub fn option_error(e: &OptionError) -> anyhow::Error {
     }
 }
 
-/// Where the agent library is: `$VMVIEW_AGENT`, else next to this
-/// executable, else one directory up (test binaries live in `deps/`).
+/// Where the agent library is: `$VMVIEW_AGENT`, else the one inside
+/// vmview, in its cache.
 pub fn find_agent() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os("VMVIEW_AGENT").filter(|v| !v.is_empty()) {
-        let p = PathBuf::from(p);
-        return if p.is_file() {
-            Ok(std::path::absolute(&p).unwrap_or(p))
-        } else {
-            Err(hinted(
-                format!(
-                    "VMVIEW_AGENT is set to {}, which is not a file",
-                    p.display()
-                ),
-                format!("point it at {AGENT_LIB}, or unset it to use the one next to vmview"),
-            ))
-        };
-    }
-    let exe = std::env::current_exe().context("cannot find the vmview executable's path")?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    let candidates = [dir.join(AGENT_LIB), dir.join("..").join(AGENT_LIB)];
-    for c in &candidates {
-        if c.is_file() {
-            return Ok(c.canonicalize().unwrap_or_else(|_| c.clone()));
-        }
-    }
-    Err(hinted(
-        format!(
-            "the vmview agent library was not found (looked for {} and {})",
-            candidates[0].display(),
-            candidates[1].display()
-        ),
-        "build it with `cargo build` (it builds the agent next to vmview), or set VMVIEW_AGENT to its path",
-    ))
+    crate::agent::path()
 }
 
 /// The agent cannot create the trace in a missing directory, and would

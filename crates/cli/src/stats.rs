@@ -148,6 +148,20 @@ fn render_text(args: &StatsArgs, s: &TraceStats, f: &FileFacts) -> String {
             kv(k, v.clone());
         }
     }
+    let property = |key: &str| {
+        f.header
+            .properties
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    if let Some(version) = property("agent_version") {
+        // Traces before build ids carry only the version.
+        match property("agent_build") {
+            Some(build) => kv("agent", format!("{version} (build {build})")),
+            None => kv("agent", version.to_string()),
+        }
+    }
     kv("duration", duration_display(s.duration_ns()));
     kv(
         "events",

@@ -398,11 +398,12 @@ fn root_attaches_as_the_jvms_user_and_a_user_cannot_attach_to_anothers_jvm() {
         "--regid=65534",
         "--clear-groups",
     ];
+    // Not the agent: vmview's copy is in root's private cache, and vmview
+    // puts one the JVM's user can read into /tmp.
     let readable = format!(
-        "test -r {}/fx/Service.class && test -x {} && test -r {}",
+        "test -r {}/fx/Service.class && test -x {}",
         classes().display(),
         vmview().display(),
-        agent().display()
     );
     let can_read = Command::new(as_nobody[0])
         .args(&as_nobody[1..])
@@ -571,4 +572,122 @@ fn an_attach_waits_while_another_holds_the_jvms_attach_lock() {
     assert!(text.contains("no vmview recording"), "{text}");
     let (stdout, _) = service.finish();
     assert_eq!(stdout, SERVICE_OUTPUT);
+}
+
+/// A copy of this vmview's agent that reports another build: the 16 hex
+/// digits of its build marker changed (the marker is the string the agent
+/// itself reports, so the copy runs and answers as that build).
+fn agent_of_another_build(dir: &Path) -> (PathBuf, String) {
+    let mut bytes = std::fs::read(agent()).unwrap();
+    let marker = b"vmview-agent-build ";
+    let mut patched = None;
+    let mut from = 0;
+    while let Some(at) = bytes[from..]
+        .windows(marker.len())
+        .position(|w| w == marker)
+    {
+        let start = from + at + marker.len();
+        from = start;
+        let Some(plus) = bytes[start..start + 40].iter().position(|&b| b == b'+') else {
+            continue;
+        };
+        let id = start + plus + 1;
+        if bytes[id..id + 16].iter().all(u8::is_ascii_hexdigit) {
+            let other = if &bytes[id..id + 16] == b"0000000000000000" {
+                b"1111111111111111"
+            } else {
+                b"0000000000000000"
+            };
+            bytes[id..id + 16].copy_from_slice(other);
+            patched = Some(String::from_utf8_lossy(&bytes[start..id + 16]).into_owned());
+            break;
+        }
+    }
+    let build = patched.expect("a build marker in the agent");
+    let lib = dir.join("libvmview_agent.so");
+    std::fs::write(&lib, &bytes).unwrap();
+    (lib, build)
+}
+
+/// The libvmview_agent mappings of `pid`, one path each.
+fn agent_mappings(pid: &str) -> Vec<String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let mut paths: Vec<String> = maps
+        .lines()
+        .filter_map(|l| l.find('/').map(|at| l[at..].to_string()))
+        .filter(|p| p.contains("libvmview_agent"))
+        .collect();
+    paths.dedup();
+    paths
+}
+
+#[test]
+fn attach_refuses_a_jvm_that_runs_another_builds_agent_with_one_line() {
+    let dir = scratch("attach-other-build");
+    let (lib, other) = agent_of_another_build(&dir);
+    let trace = dir.join("other.vmv");
+    let service = Service::start(
+        "attach-other-build",
+        &["java"],
+        &[&format!(
+            "-agentpath:{}=file={},classes=fx.ServiceWorker",
+            lib.display(),
+            trace.display()
+        )],
+    );
+    let pid = service.jvm_pid().to_string();
+    for action in ["status", "stop", "start"] {
+        let out = run(&["attach", &pid, action]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "attach {action} must fail: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(
+            stderr.contains(&format!("already runs vmview agent {other}"))
+                && stderr.contains(&lib.display().to_string()),
+            "{stderr}"
+        );
+    }
+    // Nothing was loaded beside it, and its recording goes on.
+    assert_eq!(agent_mappings(&pid), [lib.display().to_string()]);
+    let (out, _) = service.finish();
+    assert_eq!(out, SERVICE_OUTPUT);
+    assert!(!calls_of(&jsonl(&trace), "fx.ServiceWorker.step").is_empty());
+}
+
+#[test]
+fn attach_controls_an_agent_of_its_own_build_loaded_from_another_path() {
+    // A JVM started with a copy of the same library (VMVIEW_AGENT, a
+    // hand-written -agentpath): attach must talk to that agent, not load a
+    // second one from the cache.
+    let dir = scratch("attach-same-build");
+    let lib = dir.join("libvmview_agent.so");
+    std::fs::copy(agent(), &lib).unwrap();
+    let trace = dir.join("same.vmv");
+    let service = Service::start(
+        "attach-same-build",
+        &["java"],
+        &[&format!(
+            "-agentpath:{}=file={},classes=fx.ServiceWorker",
+            lib.display(),
+            trace.display()
+        )],
+    );
+    let pid = service.jvm_pid().to_string();
+    let status = vmview_ok(&["attach", &pid, "status"]);
+    let version = vmview_ok(&["--version"]);
+    let build = version
+        .split("agent build ")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches([')', '\n']);
+    assert!(status.contains("recording"), "{status}");
+    assert!(
+        status.contains(&format!("agent    0.1.0+{build}")),
+        "{status}"
+    );
+    vmview_ok(&["attach", &pid, "stop"]);
+    assert_eq!(agent_mappings(&pid), [lib.display().to_string()]);
+    let (out, _) = service.finish();
+    assert_eq!(out, SERVICE_OUTPUT);
+    assert!(!calls_of(&jsonl(&trace), "fx.ServiceWorker.step").is_empty());
 }

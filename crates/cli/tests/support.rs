@@ -12,15 +12,26 @@ pub fn vmview() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_vmview"))
 }
 
-/// The agent library `vmview record` injects; it must sit next to the binary.
+/// The agent library `vmview record` injects: the one inside the vmview
+/// under test, as `vmview agent-path` writes it to the user's cache.
 pub fn agent() -> PathBuf {
-    let lib = vmview().with_file_name("libvmview_agent.so");
-    assert!(
-        lib.exists(),
-        "{} is missing: build the whole workspace first (`cargo build --workspace`), then run the tests",
-        lib.display()
-    );
-    lib
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let out = Command::new(vmview())
+            .arg("agent-path")
+            .env_remove("VMVIEW_AGENT")
+            .output()
+            .expect("run vmview agent-path");
+        assert!(
+            out.status.success(),
+            "vmview agent-path failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lib = PathBuf::from(String::from_utf8(out.stdout).expect("utf-8 path").trim());
+        assert!(lib.is_file(), "{} is missing", lib.display());
+        lib
+    })
+    .clone()
 }
 
 /// A fresh directory for one test's files.

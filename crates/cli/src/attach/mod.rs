@@ -10,6 +10,7 @@
 //! signalled.
 
 mod hotspot;
+mod loaded;
 pub mod perfdata;
 pub mod process;
 
@@ -123,7 +124,13 @@ pub fn run(args: AttachArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
         .is_some_and(|v| vmview_options::parse_bool(v).unwrap_or(true));
     let target = attachable(args.pid)?;
     let agent = record::find_agent()?;
-    let library = library_for(&target, &agent)?;
+    let bytes = std::fs::read(&agent)
+        .map_err(|e| plain(format!("cannot read the agent {}: {e}", agent.display())))?;
+    let ours = crate::agent::build_in(&bytes).unwrap_or_else(crate::agent::build);
+    let library = match loaded::choose(&target, &ours)? {
+        Some(loaded) => loaded,
+        None => library_for(&target, &agent, &bytes)?,
+    };
 
     match args.action {
         Action::Start => start(&args, matches, &target, &library, quiet),
@@ -214,37 +221,52 @@ fn attachable(pid: u32) -> anyhow::Result<Process> {
 }
 
 /// The agent library's path as the JVM sees it. A JVM in another mount
-/// namespace (a container) cannot see vmview's file: a copy goes into its
-/// `/tmp`, under a name fixed by the library's size and time, so every
-/// command loads the same copy (one agent instance in the JVM).
-fn library_for(p: &Process, agent: &Path) -> anyhow::Result<String> {
-    let visible = p.same_mounts() || same_file(agent, &p.path(&agent.to_string_lossy()));
+/// namespace (a container) cannot see vmview's file, and one of another
+/// user (root attaching) cannot read vmview's private cache: a copy goes
+/// into its `/tmp`, named by a hash of the library's bytes, so every
+/// command loads the same copy (one agent instance in the JVM). A file of
+/// that name is used only when it holds exactly these bytes.
+fn library_for(p: &Process, agent: &Path, bytes: &[u8]) -> anyhow::Result<String> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let own_user = p.uid == nix::unistd::geteuid().as_raw();
+    let visible =
+        own_user && (p.same_mounts() || same_file(agent, &p.path(&agent.to_string_lossy())));
     if visible {
         return Ok(agent.to_string_lossy().into_owned());
     }
-    let meta = std::fs::metadata(agent)?;
-    let stamp = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs());
-    let inside = format!("/tmp/libvmview_agent-{}-{stamp}.so", meta.len());
+    let inside = format!("/tmp/libvmview_agent-{}.so", crate::agent::hash_of(bytes));
     let copy = p.path(&inside);
-    if !copy.exists() {
-        let part = p.path(&format!("{inside}.{}", std::process::id()));
-        std::fs::copy(agent, &part)
-            .and_then(|_| {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&part, std::fs::Permissions::from_mode(0o644))
-            })
-            .and_then(|()| std::fs::rename(&part, &copy))
-            .map_err(|e| {
-                plain(format!(
-                    "cannot copy the agent into the JVM's /tmp ({}): {e}",
-                    copy.display()
-                ))
-            })?;
+    if std::fs::read(&copy).is_ok_and(|b| b == bytes) {
+        return Ok(inside);
     }
+    // A new file (O_EXCL: never through a link someone left in /tmp).
+    let part = p.path(&format!(
+        "{inside}.{}.{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(&part)
+        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|()| {
+            // Readable by the JVM's user whatever vmview's umask.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&part, std::fs::Permissions::from_mode(0o644))
+        })
+        .and_then(|()| std::fs::rename(&part, &copy))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&part);
+            plain(format!(
+                "cannot copy the agent into the JVM's /tmp ({}): {e}",
+                copy.display()
+            ))
+        })?;
     Ok(inside)
 }
 
@@ -439,7 +461,7 @@ fn print_status(p: &Process, reply: &Reply) {
     }
     out!("pid {}: {state}", p.pid);
     out!("  file     {}", reply.host_file(p, "file").display());
-    for key in ["recording", "events", "bytes", "dropped"] {
+    for key in ["agent", "recording", "events", "bytes", "dropped"] {
         if let Some(v) = reply.get(key) {
             out!("  {key:<8} {v}");
         }
