@@ -14,6 +14,7 @@ mod errors;
 mod faults;
 mod filter;
 mod formats;
+mod install;
 mod locks;
 mod metrics;
 mod monitors;
