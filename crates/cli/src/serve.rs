@@ -8,10 +8,11 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
 use vmview_view::model::TraceModel;
-use vmview_view::server::Server;
+use vmview_view::server::{Limits, Server};
 
 use crate::error::hinted;
 use crate::trace;
@@ -47,6 +48,23 @@ pub struct ServeArgs {
     /// Start the default browser on the page.
     #[arg(long)]
     open: bool,
+    /// Connections served at once; more get a quick 503 and are closed.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_connections as u32,
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    max_connections: u32,
+    /// Each connection is closed this long after it was accepted, request
+    /// and answer included, however slowly the client sends (e.g. 10s,
+    /// 500ms). See docs/SERVE.md.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_deadline)]
+    request_timeout: Duration,
+}
+
+fn parse_deadline(v: &str) -> Result<Duration, String> {
+    match vmview_options::parse_duration(v)? {
+        d if d.is_zero() => Err("the timeout must be longer than 0".into()),
+        d if d > Duration::from_secs(3600) => Err("at most 1h".into()),
+        d => Ok(d),
+    }
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -66,6 +84,10 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             "another program (or another vmview serve) uses this port; pick one with --port N, or --port 0 for any",
         )
     })?;
+    let server = server.with_limits(Limits {
+        max_connections: args.max_connections as usize,
+        deadline: args.request_timeout,
+    });
     let addr = server.local_addr()?;
     let url = format!("http://{addr}/");
     out!(

@@ -335,6 +335,48 @@ fn bad_expressions_and_malformed_xml_are_reported_with_their_place() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// `vmview filter` aborted with a stack overflow (exit 134) on an
+/// expression nested about 7,000 deep, and `search` with it; now both stop
+/// at the nesting limit with a one-line error around the culprit.
+#[test]
+fn filter_and_search_refuse_expressions_nested_too_deep() {
+    let dir = scratch("filter-nesting");
+    let trace = dir.join("t.vmv");
+    synthetic_trace(&trace, 50);
+    for expr in [
+        format!("{}type == CALL{}", "(".repeat(20_000), ")".repeat(20_000)),
+        format!("{}type == CALL", "!".repeat(100_000)),
+    ] {
+        for cmd in ["filter", "search"] {
+            let o = run(&[cmd, path_str(&trace), "--format", "jsonl", &expr]);
+            // An error exit, not 134 (abort) or 101 (panic).
+            assert!(
+                matches!(o.status.code(), Some(1 | 2)),
+                "{cmd}: {:?}",
+                o.status
+            );
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(err.contains("nested too deep (limit 128"), "{cmd}: {err}");
+            assert!(
+                err.len() < 2000,
+                "{cmd}: the whole expression echoed: {} bytes",
+                err.len()
+            );
+            assert!(o.stdout.is_empty());
+        }
+    }
+    let ok = format!("{}type == CALL{}", "(".repeat(128), ")".repeat(128));
+    let o = run(&["search", path_str(&trace), "--count", &ok]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+            > 0
+    );
+}
+
 /// Writes a synthetic trace of about `pairs` CALL/RETURN pairs on 8
 /// threads over 64 methods, with a THROW every 100 pairs.
 pub fn synthetic_trace(path: &Path, pairs: u64) {

@@ -25,5 +25,6 @@ mod reaction_timing;
 mod reactions;
 mod recording;
 mod recovery;
+mod serve_limits;
 mod view;
 mod xml;

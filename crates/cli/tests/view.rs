@@ -20,9 +20,9 @@ use vmview_format::{
 use crate::support::{jsonl, path_str, record, run, scratch, vmview, Recording};
 
 /// A running `vmview serve`, killed when dropped.
-struct Served {
-    child: Child,
-    addr: String,
+pub(crate) struct Served {
+    pub(crate) child: Child,
+    pub(crate) addr: String,
 }
 
 impl Drop for Served {
@@ -33,8 +33,14 @@ impl Drop for Served {
 }
 
 fn serve(trace: &Path) -> Served {
+    serve_with(trace, &[])
+}
+
+/// `vmview serve TRACE --port 0 FLAGS…`, once it prints its URL.
+pub(crate) fn serve_with(trace: &Path, flags: &[&str]) -> Served {
     let mut child = Command::new(vmview())
         .args(["serve", path_str(trace), "--port", "0"])
+        .args(flags)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -57,7 +63,12 @@ fn serve(trace: &Path) -> Served {
 }
 
 /// One raw HTTP/1.1 request; (status, headers, body).
-fn http(addr: &str, method: &str, target: &str, host: Option<&str>) -> (u16, String, Vec<u8>) {
+pub(crate) fn http(
+    addr: &str,
+    method: &str,
+    target: &str,
+    host: Option<&str>,
+) -> (u16, String, Vec<u8>) {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut req = format!("{method} {target} HTTP/1.1\r\n");
@@ -83,7 +94,7 @@ fn get_json(served: &Served, target: &str) -> Value {
     serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{target}: bad JSON: {e}"))
 }
 
-fn q(s: &str) -> String {
+pub(crate) fn q(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
@@ -338,7 +349,7 @@ fn serve_refuses_foreign_hosts_other_paths_and_methods() {
 }
 
 /// A trace of `n` events in many small chunks (pages cross chunk boundaries).
-fn multi_chunk_trace(path: &Path, n: u64) {
+pub(crate) fn multi_chunk_trace(path: &Path, n: u64) {
     let header = TraceHeader {
         version: 1,
         pid: 7,

@@ -201,6 +201,26 @@ impl EventFilter {
         })
     }
 
+    /// Events matching both `self` and `other`, as `(self) && (other)`
+    /// would, but from two expressions parsed on their own: neither can
+    /// close the other's parenthesis (`a) || (true` is an error alone, and
+    /// stays one), and each keeps its own nesting limit and error columns.
+    pub fn and(self, other: EventFilter) -> EventFilter {
+        let source = format!("({}) && ({})", self.source, other.source);
+        let mut nodes = Vec::new();
+        for root in [self.root, other.root] {
+            match root {
+                Node::And(items) => nodes.extend(items),
+                n => nodes.push(n),
+            }
+        }
+        nodes.sort_by_key(Node::cost);
+        EventFilter {
+            root: merge_types(nodes, true),
+            source,
+        }
+    }
+
     /// The expression as written.
     pub fn source(&self) -> &str {
         &self.source
@@ -1096,6 +1116,47 @@ mod tests {
         EventFilter::parse(expr)
             .unwrap_or_else(|e| panic!("{}", e.render(expr)))
             .matches(ev, &syms())
+    }
+
+    /// Compilation, evaluation and dropping recurse over the tree too: at
+    /// the parser's nesting limit they fit in a thread with half the stack
+    /// of `vmview serve`'s request threads, even in a debug build.
+    #[test]
+    fn a_filter_at_the_nesting_limit_compiles_and_evaluates_on_a_small_stack() {
+        let n = crate::MAX_NESTING;
+        let deep_not = format!("{}type == CALL", "!".repeat(n));
+        let deep_and = format!(
+            "{}type == CALL{}",
+            "(param == 7 && ".repeat(n),
+            ")".repeat(n)
+        );
+        std::thread::Builder::new()
+            .stack_size(1024 * 1024)
+            .spawn(move || {
+                // An even number of `!`: the test itself.
+                assert!(m(&deep_not, &call(1, 0, 7)));
+                assert!(m(&deep_and, &call(1, 0, 7)));
+                assert!(!m(&deep_and, &call(1, 0, 8)));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    #[test]
+    fn and_of_two_filters_is_their_conjunction_and_keeps_the_bounds() {
+        let f = EventFilter::parse("type in [CALL, RETURN] && id >= 2")
+            .unwrap()
+            .and(EventFilter::parse("type == CALL || param == 9").unwrap());
+        assert_eq!(
+            f.source(),
+            "(type in [CALL, RETURN] && id >= 2) && (type == CALL || param == 9)"
+        );
+        assert_eq!(f.id_bounds(), (2, u64::MAX));
+        let mut f = f;
+        assert!(f.matches(&call(2, 0, 1), &syms()));
+        assert!(!f.matches(&call(1, 0, 1), &syms()));
+        assert!(!f.matches(&ret(3, 5), &syms()));
     }
 
     #[test]

@@ -34,5 +34,5 @@ mod parse;
 mod subset;
 
 pub use eval::EventFilter;
-pub use parse::ParseError;
+pub use parse::{ParseError, MAX_NESTING};
 pub use subset::SubsetWriter;

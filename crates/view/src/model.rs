@@ -253,11 +253,20 @@ impl TraceModel {
     /// The background job of a filter expression (started if new).
     pub fn job(&self, expr: &str) -> Result<Arc<FilterJob>, ApiError> {
         let expr = expr.trim();
+        self.job_of(expr, || parse(expr))
+    }
+
+    /// The background job known as `expr`, built by `filter` if new.
+    fn job_of(
+        &self,
+        expr: &str,
+        filter: impl FnOnce() -> Result<EventFilter, ApiError>,
+    ) -> Result<Arc<FilterJob>, ApiError> {
         let mut jobs = lock(&self.jobs);
         if let Some(j) = jobs.iter().find(|j| j.expr == expr) {
             return Ok(Arc::clone(j));
         }
-        let filter = parse(expr)?;
+        let filter = filter()?;
         let job = Arc::new(FilterJob {
             expr: expr.to_string(),
             state: Mutex::new(JobState::default()),
@@ -321,15 +330,21 @@ impl TraceModel {
         forward: bool,
         wait: Duration,
     ) -> Result<Json, ApiError> {
-        let combined = if filter.trim().is_empty() {
-            search.trim().to_string()
-        } else {
-            format!("({}) && ({})", filter.trim(), search.trim())
-        };
         if search.trim().is_empty() {
             return Err(ApiError::Bad(json!({"error": "empty search"})));
         }
-        let job = self.job(&combined)?;
+        // The two expressions are parsed apart and joined as trees, not as
+        // text: a filter such as `a == 1) || (true` must not reopen the
+        // search's parenthesis. The job's key names the pair unambiguously
+        // (no expression starts with a number followed by `:`).
+        let job = if filter.trim().is_empty() {
+            self.job(search)?
+        } else {
+            let (f, s) = (filter.trim(), search.trim());
+            self.job_of(&format!("{}:{f}&&{s}", f.len()), || {
+                Ok(parse(f)?.and(parse(s)?))
+            })?
+        };
         let found = match (forward, from) {
             (true, from) => {
                 let after = |s: &JobState| match from {

@@ -10,12 +10,21 @@
 //! sniffing and framing. One thread per connection, `Connection: close`:
 //! the page makes a handful of requests, and no framework is needed for
 //! that.
+//!
+//! Any web page the user visits can make the browser connect here, so the
+//! server bounds what a client can hold ([`Limits`]): each connection has
+//! one deadline for the whole exchange, counted from its acceptance and
+//! checked before every read and write (a client that sends a byte every
+//! second cannot keep it open), and at most so many connections are served
+//! at once; the ones over the bound get a `503` from the accepting thread
+//! and are closed, so the number of threads never grows with the clients.
 
 use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value as Json};
 
@@ -31,22 +40,62 @@ img-src 'self' blob: data:; frame-src blob:; base-uri 'none'; form-action 'none'
 /// what it has.
 const FILTER_WAIT: Duration = Duration::from_millis(1500);
 
+/// The stack of each connection's thread: the filter language's nesting
+/// limit (`vmview_filter::MAX_NESTING`) is checked to fit in half of it.
+const THREAD_STACK: usize = 2 << 20;
+
+/// What one client may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once; more are answered `503` and closed.
+    pub max_connections: usize,
+    /// The whole exchange (request received, answer computed and sent)
+    /// must be over this long after the connection was accepted; then
+    /// the connection is closed.
+    pub deadline: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 64,
+            deadline: Duration::from_secs(10),
+        }
+    }
+}
+
 /// A listening server.
 pub struct Server {
     listener: TcpListener,
     model: Arc<TraceModel>,
     bound: IpAddr,
+    limits: Limits,
+}
+
+/// One connection being served; the count goes down when it is dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Server {
-    /// Binds `addr` (port 0 picks a free port).
+    /// Binds `addr` (port 0 picks a free port), with the default limits.
     pub fn bind(addr: SocketAddr, model: Arc<TraceModel>) -> io::Result<Server> {
         let listener = TcpListener::bind(addr)?;
         Ok(Server {
             listener,
             model,
             bound: addr.ip(),
+            limits: Limits::default(),
         })
+    }
+
+    /// The same server with other limits.
+    pub fn with_limits(self, limits: Limits) -> Server {
+        Server { limits, ..self }
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -56,14 +105,86 @@ impl Server {
     /// Serves until the process ends.
     pub fn run(self) -> io::Result<()> {
         let bound = self.bound;
+        let limits = self.limits;
+        let active = Arc::new(AtomicUsize::new(0));
         for stream in self.listener.incoming() {
             let Ok(stream) = stream else { continue };
+            let deadline = Instant::now() + limits.deadline;
+            if active.fetch_add(1, Ordering::AcqRel) >= limits.max_connections {
+                active.fetch_sub(1, Ordering::AcqRel);
+                refuse_busy(stream);
+                continue;
+            }
+            let slot = Slot(Arc::clone(&active));
             let model = Arc::clone(&self.model);
-            std::thread::spawn(move || {
-                let _ = handle(stream, &model, bound);
-            });
+            // A thread that cannot be created drops the closure: the
+            // connection is closed and its slot freed.
+            let _ = std::thread::Builder::new()
+                .name("vmview-serve".into())
+                .stack_size(THREAD_STACK)
+                .spawn(move || {
+                    let _slot = slot;
+                    let _ = handle(stream, &model, bound, deadline);
+                });
         }
         Ok(())
+    }
+}
+
+/// Answers a connection over the limit with a `503`, from the accepting
+/// thread and without ever waiting on the client: what the client already
+/// sent is read (so closing does not reset the connection before it reads
+/// the answer), the answer is written if the socket takes it at once, and
+/// the connection is closed.
+fn refuse_busy(stream: TcpStream) {
+    if stream.set_nonblocking(true).is_err() {
+        return;
+    }
+    let mut sink = [0u8; 8192];
+    let _ = (&stream).read(&mut sink);
+    let r = Response::text(
+        503,
+        "vmview serve: too many connections at once; try again\n",
+    );
+    let _ = write_response(&mut (&stream), &r, false);
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+/// The connection, read and written under one deadline: each read and
+/// write waits at most until it, and fails with `TimedOut` once it has
+/// passed, however the client paces its bytes.
+struct Timed<'a> {
+    stream: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl Timed<'_> {
+    fn left(&self) -> io::Result<Duration> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the connection's deadline passed",
+            ));
+        }
+        Ok(left)
+    }
+}
+
+impl Read for Timed<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.set_read_timeout(Some(self.left()?))?;
+        self.stream.read(buf)
+    }
+}
+
+impl Write for Timed<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.set_write_timeout(Some(self.left()?))?;
+        self.stream.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
     }
 }
 
@@ -90,28 +211,70 @@ impl Response {
     }
 }
 
-fn handle(stream: TcpStream, model: &TraceModel, bound: IpAddr) -> io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut line = String::new();
-    // Request line and headers, bounded.
-    (&mut reader).take(8192).read_line(&mut line)?;
+fn handle(
+    stream: TcpStream,
+    model: &TraceModel,
+    bound: IpAddr,
+    deadline: Instant,
+) -> io::Result<()> {
+    let mut reader = BufReader::new(Timed {
+        stream: &stream,
+        deadline,
+    });
+    // Request line and headers, bounded. A line too long is refused, not
+    // cut: the rest of it must not be read as a header (or the target
+    // served shortened).
+    let line = match read_line(&mut reader, MAX_REQUEST_LINE)? {
+        Line::Text(l) => l,
+        Line::TooLong => {
+            let r = Response::text(414, "the request line is too long (at most 64 KiB)\n");
+            return write_response(
+                &mut Timed {
+                    stream: &stream,
+                    deadline,
+                },
+                &r,
+                false,
+            );
+        }
+    };
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let mut host = None;
+    let mut hosts = 0;
     let mut header_bytes = 0;
     loop {
-        let mut h = String::new();
-        let n = (&mut reader).take(8192).read_line(&mut h)?;
-        header_bytes += n;
-        if n == 0 || h == "\r\n" || h == "\n" || header_bytes > 64 * 1024 {
+        let h = match read_line(&mut reader, MAX_HEADER_LINE)? {
+            Line::Text(h) => h,
+            Line::TooLong => {
+                header_bytes = usize::MAX;
+                break;
+            }
+        };
+        header_bytes += h.len();
+        if h.is_empty() || h == "\r\n" || h == "\n" || header_bytes > MAX_HEADERS {
             break;
         }
         if let Some((name, value)) = h.split_once(':') {
             if name.trim().eq_ignore_ascii_case("host") {
                 host = Some(value.trim().to_string());
+                hosts += 1;
             }
         }
+    }
+    if header_bytes > MAX_HEADERS || hosts > 1 {
+        let r = Response::text(
+            if hosts > 1 { 400 } else { 431 },
+            "headers too large (8 KiB a line, 64 KiB in all), or more than one Host\n",
+        );
+        return write_response(
+            &mut Timed {
+                stream: &stream,
+                deadline,
+            },
+            &r,
+            false,
+        );
     }
     let response = if method != "GET" && method != "HEAD" {
         Response::text(405, "only GET\n")
@@ -123,7 +286,36 @@ fn handle(stream: TcpStream, model: &TraceModel, bound: IpAddr) -> io::Result<()
     } else {
         route(target, model)
     };
-    write_response(stream, &response, method == "HEAD")
+    let mut out = Timed {
+        stream: &stream,
+        deadline,
+    };
+    write_response(&mut out, &response, method == "HEAD")
+}
+
+/// The request line's bound: long enough for a filter of thousands of
+/// characters in the query string (browsers send URLs of megabytes).
+const MAX_REQUEST_LINE: u64 = 64 * 1024;
+/// One header line's bound, and all headers'.
+const MAX_HEADER_LINE: u64 = 8 * 1024;
+const MAX_HEADERS: usize = 64 * 1024;
+
+enum Line {
+    /// The line with its end of line; empty at the end of the stream.
+    Text(String),
+    /// No end of line within the bound.
+    TooLong,
+}
+
+/// One line of at most `limit` bytes (invalid UTF-8 is replaced, as the
+/// page's URL decoding does).
+fn read_line(reader: &mut impl BufRead, limit: u64) -> io::Result<Line> {
+    let mut buf = Vec::new();
+    let n = reader.take(limit).read_until(b'\n', &mut buf)?;
+    if n as u64 == limit && buf.last() != Some(&b'\n') {
+        return Ok(Line::TooLong);
+    }
+    Ok(Line::Text(String::from_utf8_lossy(&buf).into_owned()))
 }
 
 /// Whether a `Host` header names this machine's loopback (or the address
@@ -153,13 +345,15 @@ pub fn host_allowed(host: &str, bound: IpAddr) -> bool {
     }
 }
 
-fn write_response(mut stream: TcpStream, r: &Response, head_only: bool) -> io::Result<()> {
+fn write_response(stream: &mut impl Write, r: &Response, head_only: bool) -> io::Result<()> {
     let reason = match r.status {
         200 => "OK",
         400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        414 => "URI Too Long",
         421 => "Misdirected Request",
+        431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
         _ => "Internal Server Error",
     };
@@ -287,15 +481,16 @@ fn percent_decode(s: &str) -> String {
     while i < b.len() {
         match b[i] {
             b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
-                {
-                    Ok(v) => {
-                        out.push(v);
-                        i += 2;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
+            // Two hex digits, nothing else: `from_str_radix` alone also
+            // took a sign, so `%+1` became byte 1 here while the page's
+            // URLSearchParams (the WHATWG rule) keeps it as `% 1`.
+            b'%' if i + 2 < b.len()
+                && b[i + 1].is_ascii_hexdigit()
+                && b[i + 2].is_ascii_hexdigit() =>
+            {
+                let hex = |c: u8| (c as char).to_digit(16).unwrap_or(0) as u8;
+                out.push(hex(b[i + 1]) << 4 | hex(b[i + 2]));
+                i += 2;
             }
             c => out.push(c),
         }
@@ -347,5 +542,21 @@ mod tests {
         assert_eq!(q["filter"], "type == THROW");
         assert_eq!(q["x"], "%zz");
         assert_eq!(q["y"], "%4");
+    }
+
+    /// `%+1` and `%-1` decoded to bytes 1 and 255 (u8::from_str_radix takes
+    /// a sign), so the server read another filter than the page had
+    /// written; now they stay as the WHATWG rule (URLSearchParams) has them.
+    #[test]
+    fn percent_signs_not_followed_by_two_hex_digits_stay_as_they_are() {
+        let q = parse_query("a=%+1&b=%-1x&c=%e9%e8&d=%C3%A9%41&e=100%");
+        assert_eq!(q["a"], "% 1");
+        assert_eq!(q["b"], "%-1x");
+        assert_eq!(
+            q["c"], "\u{FFFD}\u{FFFD}",
+            "bad UTF-8 as the page decodes it"
+        );
+        assert_eq!(q["d"], "éA");
+        assert_eq!(q["e"], "100%");
     }
 }
