@@ -25,6 +25,7 @@ mod reaction_timing;
 mod reactions;
 mod recording;
 mod recovery;
+mod report_regex;
 mod serve_limits;
 mod view;
 mod xml;

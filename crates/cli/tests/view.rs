@@ -350,6 +350,11 @@ fn serve_refuses_foreign_hosts_other_paths_and_methods() {
 
 /// A trace of `n` events in many small chunks (pages cross chunk boundaries).
 pub(crate) fn multi_chunk_trace(path: &Path, n: u64) {
+    trace_with_thread(path, n, "worker")
+}
+
+/// [`multi_chunk_trace`] with its one thread named `thread`.
+pub(crate) fn trace_with_thread(path: &Path, n: u64, thread: &str) {
     let header = TraceHeader {
         version: 1,
         pid: 7,
@@ -365,7 +370,7 @@ pub(crate) fn multi_chunk_trace(path: &Path, n: u64) {
         });
         StringId(id)
     };
-    let name = s(&mut w, 0, "worker");
+    let name = s(&mut w, 0, thread);
     let group = s(&mut w, 1, "main");
     let (class, mname, sig, p) = (
         s(&mut w, 2, "demo.Work"),

@@ -81,6 +81,411 @@
     for (const a of f[2]) FIELD_BY_NAME[a] = f;
   }
   const UNITS = { ns: 1, us: 1e3, 'µs': 1e3, ms: 1e6, s: 1e9, m: 60e9, h: 3600e9 };
+  const MAX_NESTING = 128; // crates/filter's MAX_NESTING
+
+  // ---------------------------------------------------------------- regular expressions (report mode)
+  // The CLI and `vmview serve` run a filter's ~ and !~ with Rust's regex
+  // crate, in time linear in the text whatever the pattern. JavaScript's
+  // RegExp backtracks: (a+)+$ or (.*)*x take time exponential in the text,
+  // and a filter comes from the URL, so a shared link could hang the page.
+  // So the report never hands a pattern to RegExp: it parses the regex
+  // crate's syntax (refusing what the crate refuses: look-around and
+  // backreferences), compiles it to a Thompson NFA and runs that breadth
+  // first (a Pike VM), at most (code points × instructions) steps per
+  // text. Only single characters are tested with RegExp (one character
+  // class against one character cannot backtrack), which gives Unicode
+  // classes and case folding.
+  const RE_NEST_LIMIT = 250; // regex-syntax's default nest_limit
+  const RE_MAX_INSNS = 20000;
+  function RegexError(msg) { this.message = msg; }
+  const RE_WORD = '\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}';
+  const RE_PERL = { d: '\\p{Nd}', s: '\\p{White_Space}', w: RE_WORD };
+  const RE_POSIX = {
+    alnum: '0-9A-Za-z', alpha: 'A-Za-z', ascii: '\\u{0}-\\u{7f}', blank: '\\t ', cntrl: '\\u{0}-\\u{1f}\\u{7f}',
+    digit: '0-9', graph: '!-~', lower: 'a-z', print: ' -~', punct: '!-\\/:-@\\[-`{-~', space: '\\t\\n\\v\\f\\r ',
+    upper: 'A-Z', word: '0-9A-Za-z_', xdigit: '0-9A-Fa-f',
+  };
+  const cpAtom = (cp) => '\\u{' + cp.toString(16) + '}';
+  // A predicate on one code point: a RegExp for one character, maybe negated.
+  function charPred(src, neg, fold) {
+    let re;
+    try { re = new RegExp('^(?:' + src + ')$', fold ? 'iu' : 'u'); } catch (x) { throw new RegexError('unsupported class ' + src); }
+    return { re, neg, cache: new Map() };
+  }
+  function testPred(p, ch) {
+    let v = p.cache.get(ch);
+    if (v === undefined) {
+      v = p.re.test(ch) !== p.neg;
+      if (p.cache.size > 4096) p.cache.clear();
+      p.cache.set(ch, v);
+    }
+    return v;
+  }
+  const WORD_PRED = charPred('[' + RE_WORD + ']', false, false);
+  const isWord = (ch) => ch !== undefined && testPred(WORD_PRED, ch);
+
+  function parseRegex(pattern) {
+    const s = Array.from(pattern);
+    let i = 0;
+    let flags = { i: false, s: false, m: false, x: false };
+    const peek = () => s[i];
+    const eat = (c) => { if (s[i] === c) { i++; return true; } return false; };
+    const fail = (m) => { throw new RegexError(m); };
+    function skipSpace() {
+      if (!flags.x) return;
+      for (;;) {
+        if (i < s.length && /\s/u.test(s[i])) { i++; continue; }
+        if (s[i] === '#') { while (i < s.length && s[i] !== '\n') i++; continue; }
+        return;
+      }
+    }
+    function hex(n) {
+      let h = '';
+      if (eat('{')) {
+        while (i < s.length && s[i] !== '}') h += s[i++];
+        if (!eat('}')) fail('unclosed hexadecimal escape');
+      } else {
+        for (let k = 0; k < n; k++) h += s[i++] || '';
+      }
+      if (!/^[0-9a-fA-F]{1,8}$/.test(h)) fail('invalid hexadecimal escape');
+      const cp = parseInt(h, 16);
+      if (cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000)) fail('invalid Unicode scalar value in escape');
+      return cp;
+    }
+    function unicodeClass(neg) {
+      let name;
+      if (eat('{')) {
+        name = '';
+        while (i < s.length && s[i] !== '}') name += s[i++];
+        if (!eat('}')) fail('unclosed Unicode class');
+      } else {
+        name = s[i++];
+        if (name === undefined) fail('incomplete Unicode class');
+      }
+      if (name.startsWith('^')) { neg = !neg; name = name.slice(1); }
+      name = name.replace(/\s/g, '');
+      const kv = /^([^=:!]+)(!?)[=:](.+)$/.exec(name);
+      if (kv) { if (kv[2]) neg = !neg; name = kv[1] + '=' + kv[3]; }
+      for (const cand of [name, 'Script=' + name, 'General_Category=' + name]) {
+        try { new RegExp('\\p{' + cand + '}', 'u'); return { src: '\\p{' + cand + '}', neg }; } catch (x) { /* next */ }
+      }
+      fail('unknown Unicode class ' + name);
+    }
+    // An escape after the backslash: { lit: code point } or { src, neg }
+    // (one character) or { assert }.
+    function escape(inClass) {
+      const c = s[i++];
+      if (c === undefined) fail('incomplete escape sequence');
+      if ('dsw'.includes(c)) return { src: '[' + RE_PERL[c] + ']', neg: false, perl: RE_PERL[c] };
+      if ('DSW'.includes(c)) return { src: '[' + RE_PERL[c.toLowerCase()] + ']', neg: true };
+      if (c === 'p' || c === 'P') return unicodeClass(c === 'P');
+      const simple = { n: 10, t: 9, r: 13, f: 12, v: 11, a: 7 };
+      if (c in simple) return { lit: simple[c] };
+      if (c === 'x') return { lit: hex(2) };
+      if (c === 'u') return { lit: hex(4) };
+      if (c === 'U') return { lit: hex(8) };
+      if (/[0-9]/.test(c) || c === 'k') fail('backreferences are not supported');
+      if (!inClass && (c === 'b' || c === 'B' || c === 'A' || c === 'z')) {
+        if (s[i] === '{') fail('word boundary assertions \\b{...} are not supported in the report; use vmview serve');
+        return { assert: c };
+      }
+      if (c.codePointAt(0) < 128 && !/[0-9A-Za-z<>]/.test(c)) return { lit: c.codePointAt(0) };
+      fail('unrecognized escape sequence \\' + c);
+    }
+    // A bracketed class, after its '['; a predicate on one code point.
+    function cls(depth) {
+      if (depth > RE_NEST_LIMIT) fail('exceeds the set nesting limit (' + RE_NEST_LIMIT + ')');
+      const neg = eat('^');
+      let inside = '';
+      const alts = [];
+      let first = true;
+      for (;;) {
+        if (i >= s.length) fail('unclosed character class');
+        const c = s[i];
+        if (c === ']' && !first) { i++; break; }
+        first = false;
+        if ((c === '&' && s[i + 1] === '&') || (c === '-' && s[i + 1] === '-') || (c === '~' && s[i + 1] === '~')) {
+          fail('class set operations (&&, --, ~~) are not supported in the report; use vmview serve');
+        }
+        if (c === '[' && s[i + 1] === ':') {
+          const end = s.indexOf(']', i);
+          const body = end > 0 ? s.slice(i + 2, end).join('') : '';
+          const m = /^(\^?)([a-z]+):$/.exec(body);
+          if (m && RE_POSIX[m[2]]) {
+            i = end + 1;
+            if (m[1]) alts.push(charPred('[^' + RE_POSIX[m[2]] + ']', false, flags.i)); else inside += RE_POSIX[m[2]];
+            continue;
+          }
+        }
+        if (c === '[') { i++; alts.push(cls(depth + 1)); continue; }
+        let lo;
+        i++;
+        if (c === '\\') {
+          const e = escape(true);
+          if (e.lit === undefined) {
+            if (e.perl && !e.neg) inside += e.perl;
+            else alts.push(charPred(e.src, e.neg, flags.i));
+            continue;
+          }
+          lo = e.lit;
+        } else {
+          lo = c.codePointAt(0);
+        }
+        if (s[i] === '-' && s[i + 1] !== undefined && s[i + 1] !== ']') {
+          i++;
+          let hi;
+          const d = s[i++];
+          if (d === '\\') {
+            const e = escape(true);
+            if (e.lit === undefined) fail('invalid range: a class cannot end a range');
+            hi = e.lit;
+          } else {
+            hi = d.codePointAt(0);
+          }
+          if (hi < lo) fail('invalid character class range, the start must be <= the end');
+          inside += cpAtom(lo) + '-' + cpAtom(hi);
+        } else {
+          inside += cpAtom(lo);
+        }
+      }
+      const members = [];
+      if (inside) members.push(charPred('[' + inside + ']', false, flags.i));
+      members.push(...alts);
+      return { any: members, neg, cache: new Map() };
+    }
+    function atom(depth) {
+      const c = s[i];
+      if (c === '(') {
+        i++;
+        if (depth + 1 > RE_NEST_LIMIT) fail('exceeds the set nesting limit (' + RE_NEST_LIMIT + ')');
+        const saved = Object.assign({}, flags);
+        if (eat('?')) {
+          if (s[i] === '=' || s[i] === '!' || (s[i] === '<' && (s[i + 1] === '=' || s[i + 1] === '!'))) {
+            fail('look-around, including look-ahead and look-behind, is not supported');
+          }
+          if (s[i] === 'P' && s[i + 1] === '<') i++;
+          if (eat('<')) {
+            while (i < s.length && /[\w\[\].]/.test(s[i])) i++;
+            if (!eat('>')) fail('invalid capture group name');
+          } else {
+            let on = true;
+            for (;;) {
+              const f = s[i++];
+              if (f === undefined) fail('unclosed group');
+              if (f === ':') break;
+              if (f === ')') { // (?flags): for the rest of the enclosing group
+                Object.assign(saved, flags);
+                return { t: 'empty', flagsOnly: true, saved };
+              }
+              if (f === '-') { on = false; continue; }
+              if (f === 'i' || f === 's' || f === 'm' || f === 'x') flags[f] = on;
+              else if (f !== 'U' && f !== 'u' && f !== 'R') fail('unrecognized flag ' + f);
+            }
+          }
+        }
+        const inner = alt(depth + 1);
+        if (!eat(')')) fail('unclosed group');
+        flags = saved;
+        return inner;
+      }
+      i++;
+      if (c === '[') return { t: 'char', pred: cls(depth + 1) };
+      if (c === '.') return { t: 'char', pred: charPred(flags.s ? '[\\s\\S]' : '[^\\n]', false, false) };
+      if (c === '^') return { t: 'assert', k: flags.m ? 'ml^' : 'A' };
+      if (c === '$') return { t: 'assert', k: flags.m ? 'ml$' : 'z' };
+      if (c === '*' || c === '+' || c === '?' || c === '{') fail('repetition operator missing expression');
+      if (c === '\\') {
+        const e = escape(false);
+        if (e.assert) return { t: 'assert', k: e.assert };
+        if (e.lit !== undefined) return { t: 'char', pred: charPred(cpAtom(e.lit), false, flags.i) };
+        return { t: 'char', pred: charPred(e.src, e.neg, flags.i) };
+      }
+      return { t: 'char', pred: charPred(cpAtom(c.codePointAt(0)), false, flags.i) };
+    }
+    function repeat(node) {
+      // a** is (a*)*, as in the regex crate; a loop, so a million * do not
+      // recurse.
+      for (;;) {
+        skipSpace();
+        const c = s[i];
+        let min, max;
+        if (c === '*') { min = 0; max = Infinity; } else if (c === '+') { min = 1; max = Infinity; } else if (c === '?') { min = 0; max = 1; } else if (c === '{') {
+          const m = /^\{\s*(\d+)\s*(,\s*(\d*)\s*)?\}/.exec(s.slice(i, i + 40).join(''));
+          if (!m) fail('invalid repetition, write {n}, {n,} or {n,m}');
+          min = Number(m[1]); max = m[2] === undefined ? min : (m[3] === '' ? Infinity : Number(m[3]));
+          if (min > max) fail('invalid repetition range, the start must be <= the end');
+          i += Array.from(m[0]).length - 1;
+        } else {
+          return node;
+        }
+        i++;
+        eat('?'); // lazy or greedy: the same matches
+        if (node.flagsOnly) fail('repetition operator missing expression');
+        node = { t: 'rep', node, min, max };
+      }
+    }
+    function cat(depth) {
+      const items = [];
+      for (;;) {
+        skipSpace();
+        if (i >= s.length || s[i] === '|' || s[i] === ')') break;
+        const a = atom(depth);
+        if (a.flagsOnly) continue;
+        items.push(repeat(a));
+      }
+      return { t: 'cat', items };
+    }
+    function alt(depth) {
+      const items = [cat(depth)];
+      while (eat('|')) items.push(cat(depth));
+      return items.length === 1 ? items[0] : { t: 'alt', items };
+    }
+    const tree = alt(0);
+    if (i < s.length) fail('unopened group');
+    return tree;
+  }
+
+  // Thompson construction: instructions {op, pred | x, y | k}.
+  function compileRegex(pattern) {
+    const prog = [];
+    const push = (insn) => {
+      if (prog.length >= RE_MAX_INSNS) {
+        throw new RegexError('regular expression too big for the report (a counted repetition such as \\w{50} is the usual cause; vmview serve runs it)');
+      }
+      prog.push(insn);
+      return prog.length - 1;
+    };
+    function emit(n) {
+      switch (n.t) {
+        case 'char': push({ op: 'char', pred: n.pred }); break;
+        case 'assert': push({ op: 'assert', k: n.k }); break;
+        case 'empty': break;
+        case 'cat': for (const x of n.items) emit(x); break;
+        case 'alt': {
+          const jumps = [];
+          for (let k = 0; k < n.items.length; k++) {
+            if (k < n.items.length - 1) {
+              const sp = push({ op: 'split', x: 0, y: 0 });
+              prog[sp].x = prog.length;
+              emit(n.items[k]);
+              jumps.push(push({ op: 'jmp', x: 0 }));
+              prog[sp].y = prog.length;
+            } else {
+              emit(n.items[k]);
+            }
+          }
+          for (const j of jumps) prog[j].x = prog.length;
+          break;
+        }
+        case 'rep': {
+          for (let k = 0; k < n.min; k++) emit(n.node);
+          if (n.max === Infinity) {
+            const sp = push({ op: 'split', x: 0, y: 0 });
+            prog[sp].x = prog.length;
+            emit(n.node);
+            push({ op: 'jmp', x: sp });
+            prog[sp].y = prog.length;
+          } else {
+            const splits = [];
+            for (let k = n.min; k < n.max; k++) {
+              const sp = push({ op: 'split', x: 0, y: 0 });
+              prog[sp].x = prog.length;
+              splits.push(sp);
+              emit(n.node);
+            }
+            for (const sp of splits) prog[sp].y = prog.length;
+          }
+          break;
+        }
+      }
+    }
+    emit(parseRegex(pattern));
+    push({ op: 'match' });
+    return prog;
+  }
+
+  function testChar(p, ch) {
+    if (p.re) return testPred(p, ch);
+    let v = p.cache.get(ch);
+    if (v === undefined) {
+      v = p.any.some((m) => testChar(m, ch)) !== p.neg;
+      if (p.cache.size > 4096) p.cache.clear();
+      p.cache.set(ch, v);
+    }
+    return v;
+  }
+
+  // Does `prog` match anywhere in `text`? Breadth first over the NFA: each
+  // instruction is visited at most once per position.
+  function regexMatch(prog, text) {
+    const cps = Array.from(text);
+    const n = prog.length;
+    const mark = new Int32Array(n).fill(-1);
+    const stack = new Int32Array(n + 1);
+    let clist = new Int32Array(n), nlist = new Int32Array(n);
+    let ccount = 0, ncount = 0;
+    // Adds pc's closure at position pos to nlist; true on a match.
+    const add = (pc0, pos) => {
+      let sp = 0;
+      stack[sp++] = pc0;
+      while (sp > 0) {
+        const pc = stack[--sp];
+        if (mark[pc] === pos) continue;
+        mark[pc] = pos;
+        const insn = prog[pc];
+        switch (insn.op) {
+          case 'match': return true;
+          case 'char': nlist[ncount++] = pc; break;
+          case 'jmp': stack[sp++] = insn.x; break;
+          case 'split': stack[sp++] = insn.y; stack[sp++] = insn.x; break;
+          case 'assert': {
+            const prev = cps[pos - 1], next = cps[pos];
+            let ok;
+            switch (insn.k) {
+              case 'A': ok = pos === 0; break;
+              case 'z': ok = pos === cps.length; break;
+              case 'ml^': ok = pos === 0 || prev === '\n'; break;
+              case 'ml$': ok = pos === cps.length || next === '\n'; break;
+              case 'b': ok = isWord(prev) !== isWord(next); break;
+              default: ok = isWord(prev) === isWord(next); break;
+            }
+            if (ok) stack[sp++] = pc + 1;
+            break;
+          }
+        }
+      }
+      return false;
+    };
+    if (add(0, 0)) return true;
+    for (let pos = 0; pos < cps.length; pos++) {
+      [clist, nlist] = [nlist, clist];
+      ccount = ncount; ncount = 0;
+      const ch = cps[pos];
+      for (let k = 0; k < ccount; k++) {
+        const pc = clist[k];
+        if (testChar(prog[pc].pred, ch) && add(pc + 1, pos + 1)) return true;
+      }
+      if (add(0, pos + 1)) return true;
+    }
+    return false;
+  }
+
+  // A pattern as the filter's ~ uses it: a test on strings, cached per
+  // distinct string (names repeat across events, as the Rust filter's
+  // verdict cache knows).
+  function linearRegex(pattern) {
+    const prog = compileRegex(pattern);
+    const seen = new Map();
+    return (text) => {
+      let v = seen.get(text);
+      if (v === undefined) {
+        v = regexMatch(prog, text);
+        if (seen.size > 10000) seen.clear();
+        seen.set(text, v);
+      }
+      return v;
+    };
+  }
 
   function ExprError(column, width, message) { this.column = column; this.width = Math.max(1, width); this.error = message; }
 
@@ -93,6 +498,7 @@
       const start = i;
       const two = src.substr(i, 2);
       if (['==', '!=', '!~', '<=', '>=', '&&', '||'].includes(two)) { toks.push({ k: 'op', v: two, col: start, w: 2 }); i += 2; continue; }
+      if (two === '=~') { toks.push({ k: 'op', v: '~', col: start, w: 2 }); i += 2; continue; }
       if ('~<>!()[],'.includes(c)) { toks.push({ k: 'op', v: c, col: start, w: 1 }); i++; continue; }
       if (c === '"' || c === "'") {
         let s = ''; i++;
@@ -101,10 +507,12 @@
           const d = src[i];
           if (d === c) { i++; break; }
           if (d === '\\') {
+            // As the Rust lexer: \n \t \r \\ \" \' are escapes, and any other
+            // escape stays as written, so "\d+" is the regex \d+ here too.
             const n = src[i + 1];
-            const map = { '\\': '\\', '"': '"', "'": "'", n: '\n', t: '\t' };
-            if (n === undefined || !(n in map)) throw new ExprError(i, 2, 'unknown escape \\' + (n || ''));
-            s += map[n]; i += 2; continue;
+            const map = { '\\': '\\', '"': '"', "'": "'", n: '\n', t: '\t', r: '\r' };
+            if (n === undefined) throw new ExprError(i, 1, 'string ends with a lone \\');
+            s += n in map ? map[n] : '\\' + n; i += 2; continue;
           }
           s += d; i++;
         }
@@ -138,12 +546,19 @@
       while (isOp('&&') || isWord('and')) { p++; const a = l, b = unary(); l = (e) => a(e) && b(e); }
       return l;
     }
+    // As in crates/filter: ( and ! nest at most MAX_NESTING deep, so the
+    // recursive parser and the nested closures stay bounded.
+    let depth = 0;
+    const nest = () => {
+      if (++depth > MAX_NESTING) throw new ExprError(peek().col, peek().w, 'nested too deep (limit ' + MAX_NESTING + ' levels of ( and !)');
+    };
     function unary() {
-      if (isOp('!') || isWord('not')) { p++; const a = unary(); return (e) => !a(e); }
+      if (isOp('!') || isWord('not')) { nest(); p++; const a = unary(); depth--; return (e) => !a(e); }
       if (isOp('(')) {
+        nest();
         p++; const a = expr();
         if (!isOp(')')) throw new ExprError(peek().col, peek().w, 'expected )');
-        p++; return a;
+        p++; depth--; return a;
       }
       if (isWord('true')) { p++; return () => true; }
       if (isWord('false')) { p++; return () => false; }
@@ -184,8 +599,11 @@
       const [kind, get] = f;
       if (op === '~' || op === '!~') {
         let re;
-        try { re = new RegExp(String(lit.v)); } catch (x) { throw new ExprError(lit.col, lit.w, 'bad regular expression: ' + x.message); }
-        const one = (v) => v !== null && v !== undefined && re.test(typeof v === 'string' ? v : JSON.stringify(v));
+        try { re = linearRegex(String(lit.v)); } catch (x) {
+          if (x instanceof RegexError) throw new ExprError(lit.col, lit.w, 'bad regular expression: ' + x.message);
+          throw x;
+        }
+        const one = (v) => v !== null && v !== undefined && re(typeof v === 'string' ? v : JSON.stringify(v));
         const t = kind === 'vs' || kind === 'ss' ? (e) => get(e).some(one) : (e) => one(get(e));
         return op === '~' ? t : (e) => !t(e);
       }
@@ -261,11 +679,11 @@
   function EmbeddedSource(data) {
     const events = data.events;
     const cache = new Map();
-    const rowsOf = (filter) => {
+    const rowsOf = (filter, make) => {
       const key = filter.trim();
       if (!key) return null;
       if (!cache.has(key)) {
-        const f = compile(key);
+        const f = make ? make() : compile(key);
         const rows = [];
         for (let i = 0; i < events.length; i++) if (f(events[i])) rows.push(i);
         if (cache.size > 8) cache.delete(cache.keys().next().value);
@@ -300,8 +718,11 @@
         return k < 0 ? null : k;
       }),
       step: wrap((filter, search, from, dir) => {
-        const combined = filter.trim() ? '(' + filter + ') && (' + search + ')' : search;
-        const hits = rowsOf(combined) || [];
+        // Compiled apart and joined as functions, as the server joins the
+        // trees: neither text can close the other's parenthesis.
+        const hits = (filter.trim()
+          ? rowsOf(filter.length + ':' + filter + '&&' + search, () => { const f = compile(filter), g = compile(search); return (e) => f(e) && g(e); })
+          : rowsOf(search)) || [];
         let k;
         if (dir === 'prev') {
           k = -1;
