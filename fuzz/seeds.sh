@@ -61,6 +61,21 @@ not type in [GC, SAMPLE] or depth > 4
 value == null && return_type == "java.lang.String"
 EXPR
 
+# Nesting at and past the filter's limit (128 levels of ( and !), within
+# run.sh's -max_len of 256 bytes.
+deep() { printf "%${1}s" '' | tr ' ' "$2"; }
+printf '%s' "$(deep 128 '!')type == CALL" >"$corpus/filter_expr/nest-at-limit"
+printf '%s' "$(deep 129 '(')true" >"$corpus/filter_expr/nest-past-limit"
+printf '%s' "$(deep 130 '!')true" >"$corpus/filter_expr/nots-past-limit"
+printf '%s' "$(deep 60 '(')id == 1$(deep 60 ')')" >"$corpus/filter_expr/nest-60"
+
+# XML: elements nested past the reader's limit for skipped events (16), in
+# an event the type mask skips (first byte odd, then the mask: THROW only)
+# and in one it decodes.
+nested="<TRACE VERSION=\"1\"><CALL ID=\"1\" TIME=\"0\">$(for _ in $(seq 20); do printf '<X>'; done)$(for _ in $(seq 20); do printf '</X>'; done)</CALL></TRACE>"
+{ printf '\001\040\000\000\000'; printf '%s' "$nested"; } >"$corpus/xml_reader/nested-skipped.xml"
+printf '%s' "$nested" >"$corpus/xml_reader/nested-decoded.xml"
+
 # Agent options, as `vmview record` writes them.
 i=0
 while IFS= read -r line; do
@@ -73,4 +88,8 @@ classes=fx.*,args=true,strings=64,bytecode=fx.Loop
 events=all,sample=10ms,buffer=1g
 file=/tmp/x.vmv,classes=,mode=bci
 OPTS
+# The option parser is not recursive (a list is split, a glob matched in a
+# loop); long lists and globs check that it stays linear.
+printf 'classes=%s*' "$(for _ in $(seq 200); do printf 'a*'; done)" >"$corpus/agent_options/long-glob"
+printf 'classes=%s' "$(for i in $(seq 300); do printf 'p%d.*+' "$i"; done)" >"$corpus/agent_options/long-list"
 for t in "$corpus"/*; do echo "seeds: $(ls "$t" | wc -l) in $t"; done

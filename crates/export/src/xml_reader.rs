@@ -33,6 +33,14 @@ use vmview_format::{
 
 use crate::xml::class_from_jvm;
 
+/// How deeply elements may nest inside an event that is skipped without
+/// being decoded (a type mask). The DTD nests at most `HELD` > `MON` (and
+/// `<U/>` in text); the limit leaves room for hand-written extras while
+/// still refusing nesting that no trace has. Events that are decoded
+/// allow exactly the DTD's shape, so they need no counter: the reader has
+/// no recursion, and its depth is fixed by the code.
+pub const MAX_SKIP_DEPTH: usize = 16;
+
 /// Why an XML trace could not be read further.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct XmlError {
@@ -603,16 +611,43 @@ impl<R: BufRead> XmlTraceReader<R> {
         }
     }
 
-    /// Skips to the end of the event element just started.
+    /// Skips to the end of the event element just started, refusing
+    /// elements nested deeper than [`MAX_SKIP_DEPTH`] inside it (the
+    /// skipped content is not checked against the DTD, and a document of
+    /// a million nested elements would otherwise pass as one event).
     fn skip_element(&mut self, ty: u8) -> Result<(), XmlError> {
         let name = vmview_format::EVENT_TYPE_NAMES[ty as usize];
-        self.buf.clear();
-        match self
-            .xml
-            .read_to_end_into(quick_xml::name::QName(name.as_bytes()), &mut self.buf)
-        {
-            Ok(_) => Ok(()),
-            Err(e) => Err(self.xml_err(e)),
+        let mut depth = 0usize;
+        loop {
+            self.buf.clear();
+            let ev = match self.xml.read_event_into(&mut self.buf) {
+                Ok(ev) => ev,
+                Err(e) => return Err(self.xml_err(e)),
+            };
+            let at = self.xml.buffer_position();
+            match ev {
+                XmlEvent::Start(_) => {
+                    depth += 1;
+                    if depth > MAX_SKIP_DEPTH {
+                        return Err(err(
+                            at,
+                            format!(
+                                "elements nested too deep inside <{name}> (limit {MAX_SKIP_DEPTH}; \
+                                 an event's fields are at most 2 levels deep)"
+                            ),
+                        ));
+                    }
+                }
+                XmlEvent::End(_) if depth == 0 => return Ok(()),
+                XmlEvent::End(_) => depth -= 1,
+                XmlEvent::Eof => {
+                    return Err(err(
+                        at,
+                        format!("the document ends inside <{name}> (truncated?)"),
+                    ))
+                }
+                _ => {}
+            }
         }
     }
 
@@ -1779,6 +1814,41 @@ mod tests {
                 assert!(e.offset <= d.len() as u64, "{e}");
             }
         }
+    }
+
+    /// A skipped event (type mask) of a million nested elements was read
+    /// as one event without a word (18 s in a debug build); now nesting
+    /// beyond the limit is an error at its place, whether the event is
+    /// skipped or decoded.
+    #[test]
+    fn elements_nested_too_deep_are_refused_skipped_or_not() {
+        let n = 100_000;
+        let doc = format!(
+            "<TRACE VERSION=\"1\">\n<CALL ID=\"1\" TIME=\"0\">{}{}</CALL>\n</TRACE>\n",
+            "<FRAME>".repeat(n),
+            "</FRAME>".repeat(n)
+        );
+        let mut r = XmlTraceReader::new(doc.as_bytes()).unwrap();
+        r.set_type_mask(1 << 5);
+        let e = r.next_event().unwrap_err();
+        assert!(
+            e.message.contains("nested too deep inside <CALL> (limit 16"),
+            "{e}"
+        );
+        // Just after the first <FRAME> too many.
+        let at = 42 + "<FRAME>".len() as u64 * (MAX_SKIP_DEPTH as u64 + 1);
+        assert_eq!(e.offset, at, "{e}");
+        let e = read_all(doc.as_bytes()).unwrap_err();
+        assert!(e.message.contains("FRAME"), "{e}");
+        // At the limit, a skipped event is skipped.
+        let ok = format!(
+            "<TRACE VERSION=\"1\">\n<CALL ID=\"1\" TIME=\"0\">{}{}</CALL>\n</TRACE>\n",
+            "<X>".repeat(MAX_SKIP_DEPTH),
+            "</X>".repeat(MAX_SKIP_DEPTH)
+        );
+        let mut r = XmlTraceReader::new(ok.as_bytes()).unwrap();
+        r.set_type_mask(1 << 5);
+        assert_eq!(r.next_event().unwrap(), None);
     }
 
     #[test]
