@@ -1832,7 +1832,8 @@ mod tests {
         r.set_type_mask(1 << 5);
         let e = r.next_event().unwrap_err();
         assert!(
-            e.message.contains("nested too deep inside <CALL> (limit 16"),
+            e.message
+                .contains("nested too deep inside <CALL> (limit 16"),
             "{e}"
         );
         // Just after the first <FRAME> too many.

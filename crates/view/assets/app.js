@@ -489,6 +489,7 @@
 
   function ExprError(column, width, message) { this.column = column; this.width = Math.max(1, width); this.error = message; }
 
+  const isWordChar = (c) => /[\p{Alphabetic}\p{N}_.$\/\-*@:]/u.test(c);
   function tokenize(src) {
     const toks = [];
     let i = 0;
@@ -519,10 +520,28 @@
         toks.push({ k: 'str', v: s, col: start, w: i - start });
         continue;
       }
-      const m = /^(-?\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)?(?![\w.])/.exec(src.slice(i));
-      if (m) { toks.push({ k: 'num', v: Number(m[1]), unit: m[2] || null, col: start, w: m[0].length }); i += m[0].length; continue; }
-      const w = /^[^\s()[\],!=~<>&|"']+/.exec(src.slice(i));
-      if (w) { toks.push({ k: 'word', v: w[0], col: start, w: w[0].length }); i += w[0].length; continue; }
+      // Numbers and words as the Rust lexer reads them (crates/filter's
+      // parse.rs): digits, '.' and '_' separators, a unit; a number run
+      // into other word characters is a word; words take letters, digits
+      // and _ . $ / - * @ : only.
+      if (/[0-9]/.test(c) || (c === '-' && /[0-9]/.test(src[i + 1] || ''))) {
+        let j = i + 1;
+        while (j < src.length && /[0-9._]/.test(src[j])) j++;
+        let u = j;
+        while (u < src.length && /\p{Alphabetic}/u.test(src[u])) u++;
+        if (u < src.length && /[\p{Alphabetic}\p{N}_.]/u.test(src[u])) {
+          while (u < src.length && isWordChar(src[u])) u++;
+          toks.push({ k: 'word', v: src.slice(i, u), col: start, w: u - start }); i = u; continue;
+        }
+        const unit = src.slice(j, u);
+        if (unit && !(unit in UNITS)) throw new ExprError(j, u - j, 'unknown unit ' + unit + ' (ns, us, ms, s, m, h)');
+        toks.push({ k: 'num', v: Number(src.slice(i, j).replace(/_/g, '')), unit: unit || null, col: start, w: u - start }); i = u; continue;
+      }
+      if (isWordChar(c)) {
+        let j = i;
+        while (j < src.length && isWordChar(src[j])) j++;
+        toks.push({ k: 'word', v: src.slice(i, j), col: start, w: j - start }); i = j; continue;
+      }
       throw new ExprError(start, 1, 'unexpected character ' + c);
     }
     toks.push({ k: 'end', v: '', col: src.length, w: 1 });
