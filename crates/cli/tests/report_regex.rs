@@ -69,6 +69,9 @@ const PATTERNS: &[&str] = &[
     r"(x+x+)+y",
     r"^(\w+\s?)*$",
     r"(.*a){12}",
+    // 2^13 DFA states: past the page's cache bound, the Pike VM finishes.
+    r"(a|b)*a(a|b){12}$",
+    r"^[ab]*b[ab]{12}",
     // Refused by both.
     r"(?=a)",
     r"(?!a)b",
@@ -130,6 +133,8 @@ const TEXTS: &[&str] = &[
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!",
     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
     "word word word word word word word word word word word!",
+    "abababbbabaabababbbbaaabababababbbabababa",
+    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbabbbbbbbbbbbb",
 ];
 
 /// Patterns the report refuses though the regex crate takes them (its

@@ -90,11 +90,12 @@
   // and a filter comes from the URL, so a shared link could hang the page.
   // So the report never hands a pattern to RegExp: it parses the regex
   // crate's syntax (refusing what the crate refuses: look-around and
-  // backreferences), compiles it to a Thompson NFA and runs that breadth
-  // first (a Pike VM), at most (code points × instructions) steps per
-  // text. Only single characters are tested with RegExp (one character
-  // class against one character cannot backtrack), which gives Unicode
-  // classes and case folding.
+  // backreferences), compiles it to a Thompson NFA and runs that as a
+  // lazily built DFA (or breadth first, a Pike VM, when \b or multi-line
+  // anchors need the characters around a position): at most (code points
+  // × instructions) steps per text. Only single characters are tested
+  // with RegExp (one character class against one character cannot
+  // backtrack), which gives Unicode classes and case folding.
   const RE_NEST_LIMIT = 250; // regex-syntax's default nest_limit
   const RE_MAX_INSNS = 20000;
   function RegexError(msg) { this.message = msg; }
@@ -112,17 +113,19 @@
     try { re = new RegExp('^(?:' + src + ')$', fold ? 'iu' : 'u'); } catch (x) { throw new RegexError('unsupported class ' + src); }
     return { re, neg, cache: new Map() };
   }
-  function testPred(p, ch) {
-    let v = p.cache.get(ch);
+  // Predicates take code points (numbers); the verdict is cached per code
+  // point, so RegExp runs once per distinct character.
+  function testPred(p, cp) {
+    let v = p.cache.get(cp);
     if (v === undefined) {
-      v = p.re.test(ch) !== p.neg;
+      v = p.re.test(String.fromCodePoint(cp)) !== p.neg;
       if (p.cache.size > 4096) p.cache.clear();
-      p.cache.set(ch, v);
+      p.cache.set(cp, v);
     }
     return v;
   }
   const WORD_PRED = charPred('[' + RE_WORD + ']', false, false);
-  const isWord = (ch) => ch !== undefined && testPred(WORD_PRED, ch);
+  const isWord = (cp) => cp !== undefined && testPred(WORD_PRED, cp);
 
   function parseRegex(pattern) {
     const s = Array.from(pattern);
@@ -404,21 +407,32 @@
     return prog;
   }
 
-  function testChar(p, ch) {
-    if (p.re) return testPred(p, ch);
-    let v = p.cache.get(ch);
+  function testChar(p, cp) {
+    if (p.re) return testPred(p, cp);
+    let v = p.cache.get(cp);
     if (v === undefined) {
-      v = p.any.some((m) => testChar(m, ch)) !== p.neg;
+      v = p.any.some((m) => testChar(m, cp)) !== p.neg;
       if (p.cache.size > 4096) p.cache.clear();
-      p.cache.set(ch, v);
+      p.cache.set(cp, v);
     }
     return v;
   }
+  function codePoints(text) {
+    const cps = [];
+    for (let i = 0; i < text.length;) {
+      const cp = text.codePointAt(i);
+      cps.push(cp);
+      i += cp > 0xffff ? 2 : 1;
+    }
+    return cps;
+  }
 
-  // Does `prog` match anywhere in `text`? Breadth first over the NFA: each
-  // instruction is visited at most once per position.
-  function regexMatch(prog, text) {
-    const cps = Array.from(text);
+  // Does `prog` match anywhere in `text`? Breadth first over the NFA (a
+  // Pike VM): each instruction is visited at most once per position. For
+  // patterns with \b, \B or multi-line anchors (their closure depends on
+  // the characters around a position); the others run on `lazyDfa`.
+  function pikeMatch(prog, text) {
+    const cps = codePoints(text);
     const n = prog.length;
     const mark = new Int32Array(n).fill(-1);
     const stack = new Int32Array(n + 1);
@@ -444,8 +458,8 @@
             switch (insn.k) {
               case 'A': ok = pos === 0; break;
               case 'z': ok = pos === cps.length; break;
-              case 'ml^': ok = pos === 0 || prev === '\n'; break;
-              case 'ml$': ok = pos === cps.length || next === '\n'; break;
+              case 'ml^': ok = pos === 0 || prev === 10; break;
+              case 'ml$': ok = pos === cps.length || next === 10; break;
               case 'b': ok = isWord(prev) !== isWord(next); break;
               default: ok = isWord(prev) === isWord(next); break;
             }
@@ -460,31 +474,112 @@
     for (let pos = 0; pos < cps.length; pos++) {
       [clist, nlist] = [nlist, clist];
       ccount = ncount; ncount = 0;
-      const ch = cps[pos];
+      const cp = cps[pos];
       for (let k = 0; k < ccount; k++) {
         const pc = clist[k];
-        if (testChar(prog[pc].pred, ch) && add(pc + 1, pos + 1)) return true;
+        if (testChar(prog[pc].pred, cp) && add(pc + 1, pos + 1)) return true;
       }
       if (add(0, pos + 1)) return true;
     }
     return false;
   }
 
-  // A pattern as the filter's ~ uses it: a test on strings, cached per
-  // distinct string (names repeat across events, as the Rust filter's
-  // verdict cache knows).
+  // The same automaton run as a lazily built DFA, as the regex crate does:
+  // a DFA state is the set of NFA instructions alive between two
+  // characters, built the first time it is reached and cached with its
+  // transitions, so a character usually costs one Map lookup. Only \A and
+  // \z occur (checked by the caller): \A holds in the first state only,
+  // and the instructions waiting on \z are kept per state for the end.
+  // Past DFA_MAX_STATES the cache is dropped and the Pike VM takes over
+  // (still linear).
+  const DFA_MAX_STATES = 4096;
+  function lazyDfa(prog) {
+    const n = prog.length;
+    const mark = new Int32Array(n).fill(-1);
+    const stack = new Int32Array(n + 1);
+    let gen = 0;
+    let states = new Map();
+    let disabled = false;
+    let idle, first, empty;
+    // The state of the closure of `starts`.
+    const closure = (starts, atStart, atEnd) => {
+      gen++;
+      const chars = [], waitEnd = [];
+      let match = false, sp = 0;
+      for (let k = starts.length - 1; k >= 0; k--) stack[sp++] = starts[k];
+      while (sp > 0) {
+        const pc = stack[--sp];
+        if (mark[pc] === gen) continue;
+        mark[pc] = gen;
+        const insn = prog[pc];
+        switch (insn.op) {
+          case 'match': match = true; break;
+          case 'char': chars.push(pc); break;
+          case 'jmp': stack[sp++] = insn.x; break;
+          case 'split': stack[sp++] = insn.y; stack[sp++] = insn.x; break;
+          default:
+            if (insn.k === 'A' ? atStart : atEnd) stack[sp++] = pc + 1;
+            else if (insn.k === 'z') waitEnd.push(pc + 1);
+        }
+      }
+      chars.sort((a, b) => a - b);
+      waitEnd.sort((a, b) => a - b);
+      const key = chars.join(',') + '|' + waitEnd.join(',') + (match ? '!' : '');
+      let st = states.get(key);
+      if (!st) {
+        st = { chars, waitEnd, match, ascii: new Array(128), next: new Map(), end: undefined };
+        states.set(key, st);
+      }
+      return st;
+    };
+    const step = (st, cp) => {
+      let to = cp < 128 ? st.ascii[cp] : st.next.get(cp);
+      if (to === undefined) {
+        const succ = [];
+        for (const pc of st.chars) if (testChar(prog[pc].pred, cp)) succ.push(pc + 1);
+        succ.push(0); // unanchored: a match may start at any position
+        to = closure(succ, false, false);
+        if (cp < 128) st.ascii[cp] = to; else st.next.set(cp, to);
+      }
+      return to;
+    };
+    const endMatch = (st) => {
+      if (st.end === undefined) st.end = st.match || (st.waitEnd.length > 0 && closure(st.waitEnd, false, true).match);
+      return st.end;
+    };
+    return (text) => {
+      if (disabled) return pikeMatch(prog, text);
+      if (first === undefined) {
+        first = closure([0], true, false);
+        // The state with nothing alive but a restart: if it can never move
+        // (an anchored pattern past its start), only the end can decide.
+        idle = closure([0], false, false);
+        empty = closure([0], true, true).match;
+      }
+      if (text.length === 0) return empty;
+      let st = first;
+      for (let i = 0; i < text.length;) {
+        if (st.match) return true;
+        if (st === idle && idle.chars.length === 0) return endMatch(idle);
+        const cp = text.codePointAt(i);
+        i += cp > 0xffff ? 2 : 1;
+        st = step(st, cp);
+        if (states.size > DFA_MAX_STATES) {
+          disabled = true;
+          states = new Map();
+          idle = first = undefined;
+          return pikeMatch(prog, text);
+        }
+      }
+      return endMatch(st);
+    };
+  }
+
+  // A pattern as the filter's ~ uses it: a test on strings.
   function linearRegex(pattern) {
     const prog = compileRegex(pattern);
-    const seen = new Map();
-    return (text) => {
-      let v = seen.get(text);
-      if (v === undefined) {
-        v = regexMatch(prog, text);
-        if (seen.size > 10000) seen.clear();
-        seen.set(text, v);
-      }
-      return v;
-    };
+    const contextual = prog.some((x) => x.op === 'assert' && x.k !== 'A' && x.k !== 'z');
+    return contextual ? (text) => pikeMatch(prog, text) : lazyDfa(prog);
   }
 
   function ExprError(column, width, message) { this.column = column; this.width = Math.max(1, width); this.error = message; }
