@@ -123,8 +123,12 @@ impl Server {
                 .name("vmview-serve".into())
                 .stack_size(THREAD_STACK)
                 .spawn(move || {
-                    let _slot = slot;
-                    let _ = handle(stream, &model, bound, deadline);
+                    let _ = handle(&stream, &model, bound, deadline);
+                    // The slot is free before the client sees the end of
+                    // the connection: a client that was answered can
+                    // connect again at once.
+                    drop(slot);
+                    drop(stream);
                 });
         }
         Ok(())
@@ -212,15 +216,12 @@ impl Response {
 }
 
 fn handle(
-    stream: TcpStream,
+    stream: &TcpStream,
     model: &TraceModel,
     bound: IpAddr,
     deadline: Instant,
 ) -> io::Result<()> {
-    let mut reader = BufReader::new(Timed {
-        stream: &stream,
-        deadline,
-    });
+    let mut reader = BufReader::new(Timed { stream, deadline });
     // Request line and headers, bounded. A line too long is refused, not
     // cut: the rest of it must not be read as a header (or the target
     // served shortened).
@@ -228,14 +229,7 @@ fn handle(
         Line::Text(l) => l,
         Line::TooLong => {
             let r = Response::text(414, "the request line is too long (at most 64 KiB)\n");
-            return write_response(
-                &mut Timed {
-                    stream: &stream,
-                    deadline,
-                },
-                &r,
-                false,
-            );
+            return write_response(&mut Timed { stream, deadline }, &r, false);
         }
     };
     let mut parts = line.split_whitespace();
@@ -267,14 +261,7 @@ fn handle(
             if hosts > 1 { 400 } else { 431 },
             "headers too large (8 KiB a line, 64 KiB in all), or more than one Host\n",
         );
-        return write_response(
-            &mut Timed {
-                stream: &stream,
-                deadline,
-            },
-            &r,
-            false,
-        );
+        return write_response(&mut Timed { stream, deadline }, &r, false);
     }
     let response = if method != "GET" && method != "HEAD" {
         Response::text(405, "only GET\n")
@@ -286,10 +273,7 @@ fn handle(
     } else {
         route(target, model)
     };
-    let mut out = Timed {
-        stream: &stream,
-        deadline,
-    };
+    let mut out = Timed { stream, deadline };
     write_response(&mut out, &response, method == "HEAD")
 }
 
