@@ -53,7 +53,6 @@ Configurations (--only/--skip take these names, comma-separated):
 Server configurations (with --server):
   plain                      Jetty alone (baseline)
   vmview samples             vmview agent, events=samples,interval=10ms
-  vmview samples per-thread  the same with per-thread stack walks (VMVIEW_SAMPLER_WALK=thread)
   jfr                        -XX:StartFlightRecording (default settings)
 
 Examples:

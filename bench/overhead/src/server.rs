@@ -77,13 +77,6 @@ pub const SERVER_CONFIGS: &[ServerConfig] = &[
         },
     },
     ServerConfig {
-        name: "vmview samples per-thread",
-        observer: Observer::Vmview {
-            options: "events=samples,interval=10ms",
-            env: &[("VMVIEW_SAMPLER_WALK", "thread")],
-        },
-    },
-    ServerConfig {
         name: "jfr",
         observer: Observer::Jfr,
     },

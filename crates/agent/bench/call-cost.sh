@@ -22,9 +22,8 @@ out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 javac -d "$out" "$here/CallCost.java"
 
-# name|agent options|environment ("bci buffered probe" tries the
-# experimental Java-side buffering of args=off, see ARCHITECTURE.md)
-configs=("plain|" "bci args=off|mode=bci,args=off" "bci buffered probe|mode=bci,args=off|VMVIEW_BUFFERED_PROBE=1"
+# name|agent options|environment
+configs=("plain|" "bci args=off|mode=bci,args=off"
          "bci args=on|mode=bci,args=on"
          "bci metrics=cpu|mode=bci,args=off,metrics=cpu" "bci metrics=alloc|mode=bci,args=off,metrics=alloc"
          "bci metrics=cpu+alloc|mode=bci,args=off,metrics=cpu+alloc"

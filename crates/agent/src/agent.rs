@@ -269,7 +269,7 @@ fn create(
     let jvmti_version = jvmti.version_number().map_err(|e| e.to_string())?;
     let capture = capture::for_mode(options.mode);
     let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
-    let start_unix_ns = clock::start(capture::buffered_probe(&options));
+    let start_unix_ns = clock::start();
     let time_origin_ns = if generation == 1 { 0 } else { clock::now_ns() };
     let secs = (start_unix_ns / 1_000_000_000) as i64;
     let civil = CivilTime::from_unix(secs, clock::local_utc_offset(secs));

@@ -160,9 +160,7 @@ pub fn record(agent: &Agent, jni: Jni) {
         .swap(pack_window(DepthWindow::ALL), Ordering::Relaxed);
     let jvmti_mode = agent.options.mode == CaptureMode::Jvmti;
     let rust = rust_costs(agent, jni, jvmti_mode);
-    let java = (!jvmti_mode && !capture::buffered_probe(&agent.options))
-        .then(|| java_pair_cost(agent, jni))
-        .flatten();
+    let java = (!jvmti_mode).then(|| java_pair_cost(agent, jni)).flatten();
     agent.window.store(window, Ordering::Relaxed);
     let Some((call_ns, return_ns)) = rust else {
         return;

@@ -123,7 +123,6 @@ unsafe extern "C" fn thread_end(_env: Env, jni: JniEnv, thread: sys::jthread) {
         if agent.options.events.contains(EventGroup::Threads) {
             emit(agent, jni, thread, time, EventKind::ThreadEnd);
         }
-        threads::release_java_buffer(agent, jni);
         threads::forget_current();
     });
 }

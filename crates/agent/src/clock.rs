@@ -18,10 +18,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 static START: OnceLock<Instant> = OnceLock::new();
 static TSC: OnceLock<Option<TscClock>> = OnceLock::new();
-/// `CLOCK_MONOTONIC` at [`START`], in ns: Java's `System.nanoTime()` on
-/// Linux reads the same clock, so the buffered probe's times convert with
-/// [`from_java_nanos`].
-static START_MONOTONIC_NS: OnceLock<i64> = OnceLock::new();
 
 /// `ns = base_ns + (tsc - base_tsc) * ns_per_tick`, the rate in 32.32
 /// fixed point.
@@ -32,20 +28,9 @@ struct TscClock {
 }
 
 /// Fixes time zero; returns the wall-clock start in ns since the Unix epoch.
-/// With `monotonic_only`, event times come from `CLOCK_MONOTONIC` even
-/// where the TSC would be cheaper: the buffered probe stamps calls with
-/// `System.nanoTime()`, and one thread's events must all be on one clock
-/// to keep their order.
-pub fn start(monotonic_only: bool) -> u64 {
+pub fn start() -> u64 {
     let start = *START.get_or_init(Instant::now);
-    START_MONOTONIC_NS.get_or_init(monotonic_ns);
-    TSC.get_or_init(|| {
-        if monotonic_only {
-            None
-        } else {
-            calibrate(start)
-        }
-    });
+    TSC.get_or_init(|| calibrate(start));
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -67,36 +52,6 @@ pub fn now_ns() -> u64 {
         Some(s) => s.elapsed().as_nanos() as u64,
         None => 0,
     }
-}
-
-/// Converts a `System.nanoTime()` value to ns since [`start`].
-#[inline]
-pub fn from_java_nanos(nanos: i64) -> u64 {
-    let start = START_MONOTONIC_NS.get().copied().unwrap_or(0);
-    nanos.saturating_sub(start).max(0) as u64
-}
-
-#[repr(C)]
-struct Timespec {
-    tv_sec: i64,
-    tv_nsec: i64, // `long`: 64 bits on the 64-bit Linux targets the agent supports
-}
-
-extern "C" {
-    fn clock_gettime(clock: std::ffi::c_int, ts: *mut Timespec) -> std::ffi::c_int;
-}
-
-/// `CLOCK_MONOTONIC` in ns (Linux numbers it 1).
-fn monotonic_ns() -> i64 {
-    let mut ts = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer for the call.
-    if unsafe { clock_gettime(1, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -207,7 +162,7 @@ mod tests {
 
     #[test]
     fn agent_time_follows_the_monotonic_clock() {
-        start(false);
+        start();
         let (a, i0) = (now_ns(), START.get().unwrap().elapsed());
         std::thread::sleep(Duration::from_millis(20));
         let (b, i1) = (now_ns(), START.get().unwrap().elapsed());
@@ -218,9 +173,5 @@ mod tests {
             "{agent} ns vs {real} ns"
         );
         assert!(now_ns() >= b);
-        // And Java's nanoTime (CLOCK_MONOTONIC) maps onto the same scale.
-        let java = from_java_nanos(monotonic_ns());
-        let now = now_ns();
-        assert!(java.abs_diff(now) < 1_000_000, "{java} ns vs {now} ns");
     }
 }

@@ -358,38 +358,6 @@ impl Jvmti {
         })
     }
 
-    /// Every live thread, as local references of the calling thread: call
-    /// inside [`Jni::with_local_frame`].
-    pub fn all_threads(self) -> Result<Vec<sys::jthread>> {
-        let (mut n, mut p) = (0, ptr::null_mut());
-        call!(self.0, GetAllThreads, &mut n, &mut p)?;
-        Ok(self.take_array(p, n))
-    }
-
-    /// The stacks of `threads`, at most `max_depth` frames each. For one
-    /// thread, HotSpot takes it in a handshake with that thread alone (no
-    /// safepoint); for more, at one safepoint.
-    pub fn thread_list_stack_traces(
-        self,
-        threads: &[sys::jthread],
-        max_depth: i32,
-    ) -> Result<AllStackTraces> {
-        let mut p = ptr::null_mut();
-        call!(
-            self.0,
-            GetThreadListStackTraces,
-            threads.len() as sys::jint,
-            threads.as_ptr(),
-            max_depth,
-            &mut p
-        )?;
-        Ok(AllStackTraces {
-            env: self,
-            ptr: p,
-            len: threads.len(),
-        })
-    }
-
     /// The monitors `thread` owns, each with the depth of the frame that
     /// entered it (0 = top; -1 = entered through JNI). The objects are
     /// local references of the calling thread.
@@ -735,45 +703,6 @@ impl Jni {
             jni!(self.0, PopLocalFrame, ptr::null_mut());
         }
         r
-    }
-
-    /// A global reference to `obj` (null when the JVM is out of memory).
-    pub fn new_global_ref(self, obj: sys::jobject) -> sys::jobject {
-        jni!(self.0, NewGlobalRef, obj).unwrap_or(ptr::null_mut())
-    }
-
-    pub fn delete_global_ref(self, obj: sys::jobject) {
-        if !obj.is_null() {
-            jni!(self.0, DeleteGlobalRef, obj);
-        }
-    }
-
-    /// Copies `buf.len()` elements of a `long[]` from index `start`;
-    /// false (exception cleared) when out of bounds.
-    pub fn long_array_region(self, array: sys::jobject, start: usize, buf: &mut [i64]) -> bool {
-        jni!(
-            self.0,
-            GetLongArrayRegion,
-            array,
-            start as sys::jsize,
-            buf.len() as sys::jsize,
-            buf.as_mut_ptr()
-        );
-        !self.clear_exception()
-    }
-
-    /// Stores `values` into a `long[]` from index `start`; false
-    /// (exception cleared) when out of bounds.
-    pub fn set_long_array_region(self, array: sys::jobject, start: usize, values: &[i64]) -> bool {
-        jni!(
-            self.0,
-            SetLongArrayRegion,
-            array,
-            start as sys::jsize,
-            values.len() as sys::jsize,
-            values.as_ptr()
-        );
-        !self.clear_exception()
     }
 
     /// Defines a class in the bootstrap loader (`loader` null); the pending

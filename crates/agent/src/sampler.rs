@@ -239,7 +239,6 @@ struct Sampler {
     /// Whether the environment may list the monitors a thread holds (an
     /// agent attached to a running JDK 17 may not).
     monitors: bool,
-    walk: Walk,
     /// With `reactions`: the warm-up's handler detection.
     reactions: Option<crate::reactions::Detector>,
     /// Whether SAMPLE events are asked for.
@@ -247,27 +246,6 @@ struct Sampler {
     periods: Option<PeriodClock>,
     /// This thread's handle, once it wrote an event.
     me: Option<ThreadRef>,
-}
-
-/// How a tick takes the stacks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Walk {
-    /// One `GetAllStackTraces`: every thread stopped at one safepoint.
-    Whole,
-    /// `GetAllThreads`, then `GetThreadListStackTraces` of one thread at a
-    /// time: a handshake with each thread, none waits for the others.
-    PerThread,
-}
-
-impl Walk {
-    /// `VMVIEW_SAMPLER_WALK=thread` in the JVM's environment chooses
-    /// per-thread walks (an experiment, see docs/PERFORMANCE.md).
-    fn from_env() -> Walk {
-        match std::env::var_os("VMVIEW_SAMPLER_WALK") {
-            Some(v) if v == "thread" => Walk::PerThread,
-            _ => Walk::Whole,
-        }
-    }
 }
 
 impl Sampler {
@@ -294,7 +272,6 @@ impl Sampler {
                 .jvmti
                 .capabilities()
                 .is_ok_and(|c| c.can_get_owned_monitor_stack_depth_info() != 0),
-            walk: Walk::from_env(),
             reactions: crate::reactions::Detector::new(agent),
             samples: agent.options.events.contains(EventGroup::Samples),
             periods: agent
@@ -514,36 +491,19 @@ impl Sampler {
 
     fn tick(&mut self, jni: Jni) {
         let j = self.agent.jvmti;
-        let walks = match self.walk {
-            Walk::Whole => match j.all_stack_traces(MAX_DEPTH) {
-                Ok(t) => vec![t],
-                Err(e) => {
-                    self.agent.problems.jvmti(e);
-                    return;
-                }
-            },
-            Walk::PerThread => {
-                let threads = match j.all_threads() {
-                    Ok(t) => t,
-                    Err(e) => {
-                        self.agent.problems.jvmti(e);
-                        return;
-                    }
-                };
-                // A thread that ended meanwhile has an empty stack.
-                threads
-                    .iter()
-                    .filter_map(|t| j.thread_list_stack_traces(&[*t], MAX_DEPTH).ok())
-                    .collect()
+        let walk = match j.all_stack_traces(MAX_DEPTH) {
+            Ok(t) => t,
+            Err(e) => {
+                self.agent.problems.jvmti(e);
+                return;
             }
         };
         let now = clock::now_ns();
         let contended = self.monitors
-            && walks
+            && walk
                 .iter()
-                .flat_map(|w| w.iter())
                 .any(|t| t.state & sys::JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER != 0);
-        for t in walks.iter().flat_map(|w| w.iter()) {
+        for t in walk.iter() {
             // No Java frame: the sampler itself, or a thread just starting.
             if t.frames.is_empty() || t.state & sys::JVMTI_THREAD_STATE_ALIVE == 0 {
                 continue;

@@ -55,13 +55,6 @@ pub struct ThreadState {
     /// (bci mode): written once the exception reaches a real handler or
     /// leaves the thread.
     pub pending_throw: Option<PendingThrow>,
-    /// Global reference to the thread's buffer of the buffered probe
-    /// (null until its first flush).
-    pub java_buffer: sys::jobject,
-    /// A replay of that buffer is under way.
-    pub replaying: bool,
-    /// Reused space for a replayed buffer.
-    pub replay_scratch: Vec<i64>,
     /// Monitors acquired in trace-class code and not yet released
     /// (`events=monitors`), innermost last.
     pub held: Vec<HeldMonitor>,
@@ -129,18 +122,6 @@ pub fn with_state<R>(
     }
 }
 
-/// Records what the thread's buffered probe holds and lets go of the
-/// buffer: the Java thread ends.
-pub fn release_java_buffer(agent: &Agent, jni: Jni) {
-    with_state(agent, Some((jni, std::ptr::null_mut())), |s| {
-        if !s.java_buffer.is_null() {
-            crate::capture::probe_buffered::replay(agent, jni, s);
-            jni.delete_global_ref(s.java_buffer);
-            s.java_buffer = std::ptr::null_mut();
-        }
-    });
-}
-
 /// Drops the calling thread's state: its Java thread ended (or a new one
 /// starts on this OS thread). Queued events stay with the writer.
 pub fn forget_current() {
@@ -164,9 +145,6 @@ impl ThreadState {
             unwinding: None,
             pending_args: Vec::new(),
             pending_throw: None,
-            java_buffer: std::ptr::null_mut(),
-            replaying: false,
-            replay_scratch: Vec::new(),
             held: Vec::new(),
             contended_since: 0,
             wait_since: 0,
@@ -196,12 +174,6 @@ impl ThreadState {
     /// Queues an event of this thread, numbering the thread first if this
     /// is its first event.
     pub fn emit(&mut self, agent: &Agent, time_ns: u64, kind: EventKind) {
-        // Calls the buffered probe holds happened before this event.
-        if !self.java_buffer.is_null() && !self.replaying {
-            if let Some((jni, _)) = self.java {
-                crate::capture::probe_buffered::replay(agent, jni, self);
-            }
-        }
         let thread = match self.thread {
             Some(t) => t,
             None => {

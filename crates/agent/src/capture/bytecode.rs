@@ -30,7 +30,6 @@
 //! each method's symbol is defined while the class is rewritten, before any
 //! event can use it. A class that fails to rewrite loads unchanged.
 
-use super::probe_buffered;
 use super::probe_class::{self, PROBE_CLASS};
 use super::probe_natives;
 use super::CallCapture;
@@ -83,62 +82,35 @@ impl CallCapture for Bytecode {
     }
 }
 
-/// Whether each probe class exists and its natives are bound: once per
+/// Whether the probe class exists and its natives are bound: once per
 /// JVM, by the first recording that needs it.
 static PROBE_DEFINED: AtomicBool = AtomicBool::new(false);
-static BUFFERED_PROBE_DEFINED: AtomicBool = AtomicBool::new(false);
 
-/// Internal name of the buffered probe class (`crates/agent/java`).
-pub const BUFFERED_PROBE_CLASS: &str = "vmview/BufferedProbe";
-
-/// The probe class a recording's instrumented code calls: without
-/// argument capture the buffered one, Java code that keeps calls in the
-/// thread (see `probe_buffered`); with it, the one whose every method is
-/// a native.
-fn probe_for(options: &vmview_options::AgentOptions) -> (&'static str, &'static AtomicBool) {
-    if super::buffered_probe(options) {
-        (BUFFERED_PROBE_CLASS, &BUFFERED_PROBE_DEFINED)
-    } else {
-        (PROBE_CLASS, &PROBE_DEFINED)
-    }
-}
-
-/// Defines the recording's probe class and binds its natives, once per
-/// JVM (the calibration calls the probe before the capture starts).
-pub fn ensure_probe(agent: &Agent, jni: Jni) -> Result<(), String> {
-    let (probe, defined) = probe_for(&agent.options);
-    if !defined.load(Ordering::Acquire) {
-        define_probe(jni, probe)?;
-        defined.store(true, Ordering::Release);
+/// Defines the probe class and binds its natives, once per JVM (the
+/// calibration calls the probe before the capture starts).
+pub fn ensure_probe(_agent: &Agent, jni: Jni) -> Result<(), String> {
+    if !PROBE_DEFINED.load(Ordering::Acquire) {
+        define_probe(jni, PROBE_CLASS)?;
+        PROBE_DEFINED.store(true, Ordering::Release);
     }
     Ok(())
 }
 
 fn define_probe(jni: Jni, probe: &str) -> Result<(), String> {
-    let buffered = probe == BUFFERED_PROBE_CLASS;
-    let generated;
-    let bytes = if buffered {
-        probe_buffered::CLASS_BYTES
-    } else {
-        let hooks: Vec<_> = vmview_classfile::probe::ALL
-            .into_iter()
-            .chain(vmview_classfile::probe::MONITORS)
-            .collect();
-        generated = probe_class::class_bytes(PROBE_CLASS, &hooks);
-        &generated[..]
-    };
+    let hooks: Vec<_> = vmview_classfile::probe::ALL
+        .into_iter()
+        .chain(vmview_classfile::probe::MONITORS)
+        .collect();
+    let bytes = probe_class::class_bytes(PROBE_CLASS, &hooks);
     let name = CString::new(probe).map_err(|e| e.to_string())?;
     let class = jni
-        .define_boot_class(&name, bytes)
+        .define_boot_class(&name, &bytes)
         .ok_or_else(|| format!("cannot define the probe class {probe} in the bootstrap loader"))?;
-    let implementations: Vec<(&str, &str, *mut std::ffi::c_void)> = if buffered {
-        probe_buffered::natives().to_vec()
-    } else {
+    let implementations: Vec<(&str, &str, *mut std::ffi::c_void)> =
         probe_natives::implementations()
             .iter()
             .map(|(m, f)| (m.name, m.descriptor, *f))
-            .collect()
-    };
+            .collect();
     // The names must outlive RegisterNatives only.
     let names: Vec<(CString, CString)> = implementations
         .iter()
@@ -305,7 +277,7 @@ fn rewrite(
     only: Option<&[(String, String)]>,
 ) -> Option<Vec<u8>> {
     let config = HookConfig {
-        probe_class: probe_for(&agent.options).0.to_string(),
+        probe_class: PROBE_CLASS.to_string(),
         capture_args: agent.options.args,
         // Always passed: with args=off the probe ignores it, and a typed
         // exit tells a non-void return from a void one.

@@ -14,7 +14,6 @@
 
 pub mod bytecode;
 pub mod method_events;
-pub mod probe_buffered;
 mod probe_class;
 mod probe_natives;
 pub mod single_step;
@@ -69,22 +68,6 @@ pub fn for_mode(mode: CaptureMode) -> &'static dyn CallCapture {
         CaptureMode::Bci => &bytecode::Bytecode,
         CaptureMode::Jvmti => &method_events::MethodEvents,
     }
-}
-
-/// Whether calls go through the buffered Java probe ([`probe_buffered`]):
-/// an experiment, chosen with `VMVIEW_BUFFERED_PROBE=1` in the JVM's
-/// environment, for bytecode capture without argument capture, metrics
-/// or monitors. The agent's clock then follows `System.nanoTime()`'s. Not
-/// with `period=`: the buffer would hold calls across a period's end.
-pub fn buffered_probe(options: &vmview_options::AgentOptions) -> bool {
-    options.mode == CaptureMode::Bci
-        && !options.args
-        // Counters read when a batch is replayed would be the batch's end's.
-        && !options.metrics.any()
-        // Its Java class has no monitor hooks.
-        && !options.events.contains(vmview_options::EventGroup::Monitors)
-        && options.period.is_none()
-        && std::env::var_os("VMVIEW_BUFFERED_PROBE").is_some_and(|v| v == "1")
 }
 
 /// How far below the top an exit looks for its open call. Deeper

@@ -69,8 +69,7 @@ pub fn implementations() -> [(ProbeMethod, *mut c_void); 25] {
 }
 
 /// The depth of a thread's outermost traced call: its frame count, less
-/// the `probe_frames` of the probe on top (the native, and the Java method
-/// calling it in the buffered probe).
+/// the `probe_frames` of the probe on top (the native).
 pub(super) fn outermost_depth(agent: &Agent, probe_frames: i32) -> u32 {
     match agent.jvmti.frame_count(ptr::null_mut()) {
         Ok(n) => (n - probe_frames).max(1) as u32,
