@@ -240,6 +240,7 @@ fn install_callbacks(jvmti: Jvmti, at_startup: bool) -> Result<(), String> {
     // SAFETY: all-zero is "no callback" for every entry.
     let mut cb: sys::jvmtiEventCallbacks = unsafe { std::mem::zeroed() };
     callbacks::install(&mut cb);
+    crate::vthreads::install(&mut cb);
     // Every capture's callbacks: a later recording may use the other mode.
     for mode in [CaptureMode::Bci, CaptureMode::Jvmti] {
         capture::for_mode(mode).install_callbacks(&mut cb);
@@ -478,6 +479,11 @@ fn capabilities(
     // SAFETY: plain bits; all zero means "nothing".
     let mut caps: sys::jvmtiCapabilities = unsafe { std::mem::zeroed() };
     caps.set_can_tag_objects(1);
+    // JDK 21+: events name the virtual thread, not its carrier, and the
+    // per-thread state follows it (`vthreads.rs`).
+    if potential.is_some_and(|p| p.can_support_virtual_threads() != 0) {
+        caps.set_can_support_virtual_threads(1);
+    }
     if plan.calls || plan.reactions {
         capture.add_capabilities(&mut caps);
         if o.mode == CaptureMode::Bci && potential.is_some_and(|p| p.can_retransform_classes() != 0)
@@ -638,6 +644,9 @@ impl Agent {
         let _ = self.fields.set(Fields::resolve(jni));
         self.phase.store(LIVE, Ordering::Release);
         let plan = Plan::new(&self.options);
+        // Before anything is recorded: a virtual thread's first event
+        // needs its state in place.
+        crate::vthreads::start(self);
         // Thread start and end also keep per-thread state apart: always on.
         let mut events = vec![sys::JVMTI_EVENT_THREAD_START, sys::JVMTI_EVENT_THREAD_END];
         if plan.classes {
@@ -718,6 +727,7 @@ impl Agent {
         }
         if self.phase.swap(STOPPED, Ordering::AcqRel) == LIVE {
             self.capture.stop(self.jvmti);
+            crate::vthreads::stop(self.jvmti);
             for e in ALL_EVENTS {
                 let _ = self.jvmti.set_event(false, e);
             }
@@ -743,8 +753,17 @@ impl Agent {
 
     /// What went wrong while recording, one line each.
     pub fn problem_lines(&self) -> Vec<String> {
-        self.problems
-            .report(self.buffers.dropped(), self.options.buffer)
+        let mut lines = self
+            .problems
+            .report(self.buffers.dropped(), self.options.buffer);
+        let unrecorded = crate::vthreads::unrecorded();
+        if unrecorded > 0 {
+            lines.push(format!(
+                "{unrecorded} virtual threads started after the first {} have no THREAD_START/THREAD_END (their other events are recorded)",
+                crate::vthreads::RECORDED_STARTS
+            ));
+        }
+        lines
     }
 }
 

@@ -478,6 +478,52 @@ impl Jvmti {
         Ok(LocalRef::new(jni, usage.owner))
     }
 
+    /// The pointer this environment stored with `thread` (null when none).
+    pub fn thread_local_storage(self, thread: sys::jthread) -> Result<*mut std::ffi::c_void> {
+        let mut p = ptr::null_mut();
+        call!(self.0, GetThreadLocalStorage, thread, &mut p)?;
+        Ok(p)
+    }
+
+    /// Stores `data` with `thread` (a virtual thread's own with
+    /// `can_support_virtual_threads`, not its carrier's).
+    pub fn set_thread_local_storage(
+        self,
+        thread: sys::jthread,
+        data: *mut std::ffi::c_void,
+    ) -> Result<()> {
+        call!(self.0, SetThreadLocalStorage, thread, data.cast_const())
+    }
+
+    /// The index of the extension event named `id` (such as
+    /// `com.sun.hotspot.events.VirtualThreadMount`), if this JVM has it.
+    pub fn extension_event_index(self, id: &str) -> Result<Option<i32>> {
+        let (mut n, mut p) = (0, ptr::null_mut());
+        call!(self.0, GetExtensionEvents, &mut n, &mut p)?;
+        let mut found = None;
+        for info in self.take_array(p, n) {
+            let name = self.take_string(info.id);
+            self.deallocate(info.short_description);
+            for param in self.take_array(info.params, info.param_count) {
+                self.deallocate(param.name);
+            }
+            if name == id {
+                found = Some(info.extension_event_index);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Sets (and so enables) or, with `None`, clears and disables the
+    /// callback of an extension event.
+    pub fn set_extension_event_callback(
+        self,
+        index: i32,
+        callback: sys::jvmtiExtensionEvent,
+    ) -> Result<()> {
+        call!(self.0, SetExtensionEventCallback, index, callback)
+    }
+
     /// The calling thread's `Thread` object (a local reference).
     pub fn current_thread(self, jni: Jni) -> Result<LocalRef> {
         let mut t = ptr::null_mut();
@@ -642,6 +688,12 @@ impl Jni {
 
     pub fn int_field(self, object: sys::jobject, f: sys::jfieldID) -> i32 {
         jni!(self.0, GetIntField, object, f).unwrap_or(0)
+    }
+
+    /// Whether `thread` is a virtual thread. JNI has `IsVirtualThread`
+    /// from version 21 only: the caller checks the JVM's version first.
+    pub fn is_virtual_thread(self, thread: sys::jobject) -> bool {
+        jni!(self.0, IsVirtualThread, thread).is_some_and(|b| b != 0)
     }
 
     pub fn long_field(self, object: sys::jobject, f: sys::jfieldID) -> i64 {

@@ -23,6 +23,7 @@
 //! status, stop and dump from `vmview attach`), [`callbacks`], [`capture`], [`methods`]
 //! (jmethodID cache), [`classes`], [`values`], [`threads`], [`symbols`],
 //! [`buffers`], [`writer`], [`sampler`] (SAMPLE events), [`problems`],
+//! [`vthreads`] (per-thread state that follows virtual threads),
 //! [`clock`].
 
 mod agent;
@@ -47,6 +48,7 @@ mod sys;
 mod threads;
 mod trace_file;
 mod values;
+mod vthreads;
 mod writer;
 
 use std::ffi::{c_char, c_void, CStr};

@@ -10,6 +10,15 @@
 //! Another thread can need a thread's handle too (the owner of a contended
 //! monitor), so the handle is also stored in the `Thread` object's JVMTI
 //! tag; whoever sees a thread first numbers it and defines its symbol.
+//!
+//! A virtual thread is no OS thread: it runs on a carrier for a while,
+//! unmounts (it parks, sleeps, blocks) and later mounts on any carrier.
+//! So the thread-local slot holds the state of the Java thread *mounted*
+//! on this OS thread: [`mount`] (called from the JVMTI mount events,
+//! [`crate::vthreads`]) puts the carrier's own state aside and brings the
+//! virtual thread's from its JVMTI thread-local storage; [`unmount`]
+//! stores it back there and restores the carrier's. The hot path reads
+//! the same Rust thread-local as before and pays nothing per call.
 
 use crate::agent::Agent;
 use crate::buffers::Producer;
@@ -62,6 +71,9 @@ pub struct ThreadState {
     pub contended_since: u64,
     /// When the current `Object.wait` began.
     pub wait_since: u64,
+    /// A virtual thread whose THREAD_START was written (its THREAD_END
+    /// is then written too).
+    pub virtual_recorded: bool,
 }
 
 /// A monitor held by trace-class code.
@@ -88,6 +100,94 @@ pub struct PendingThrow {
 
 thread_local! {
     static STATE: RefCell<Option<ThreadState>> = const { RefCell::new(None) };
+    /// While a virtual thread is mounted on this OS thread: `Some`, with
+    /// the carrier's own state (itself `None` when it had none).
+    static CARRIER: RefCell<Option<Option<ThreadState>>> = const { RefCell::new(None) };
+}
+
+/// A virtual thread mounts on the calling (carrier) thread: its state,
+/// kept in its JVMTI thread-local storage while it was unmounted (none
+/// at its start), becomes the calling thread's, and the carrier's is put
+/// aside until [`unmount`].
+pub fn mount(agent: &Agent, vthread: sys::jthread) {
+    let stored = match agent.jvmti.thread_local_storage(vthread) {
+        Ok(p) if !p.is_null() => {
+            if let Err(e) = agent.jvmti.set_thread_local_storage(vthread, std::ptr::null_mut()) {
+                agent.problems.jvmti(e);
+            }
+            // SAFETY: only `unmount` stores pointers there, from
+            // `Box::into_raw`, and the slot was just cleared, so the box is
+            // taken back once.
+            Some(*unsafe { Box::from_raw(p.cast::<ThreadState>()) })
+        }
+        Ok(_) => None,
+        Err(e) => {
+            agent.problems.jvmti(e);
+            None
+        }
+    };
+    let swapped = STATE.try_with(|cell| {
+        let Ok(mut current) = cell.try_borrow_mut() else {
+            return false;
+        };
+        CARRIER.with_borrow_mut(|carrier| {
+            if carrier.is_none() {
+                *carrier = Some(std::mem::replace(&mut *current, stored));
+            } else if stored.is_some() {
+                // Mounted twice without an unmount seen between (the
+                // events were switched on meanwhile): the carrier's state
+                // is the one already put aside, the current one belonged
+                // to a virtual thread and is lost.
+                *current = stored;
+            }
+            // Else a second notice of the same mount (VirtualThreadStart,
+            // then VirtualThreadMount): the state in place is its own.
+        });
+        true
+    });
+    if swapped != Ok(true) {
+        agent.problems.reentrant();
+    }
+}
+
+/// Whether a virtual thread's state is the calling thread's (between
+/// [`mount`] and [`unmount`]).
+pub fn virtual_mounted() -> bool {
+    CARRIER
+        .try_with(|c| c.try_borrow().is_ok_and(|c| c.is_some()))
+        .unwrap_or(false)
+}
+
+/// A virtual thread unmounts from the calling thread (`end`: it ends):
+/// its state goes back to its JVMTI thread-local storage (or is dropped)
+/// and the carrier's own state is the calling thread's again.
+pub fn unmount(agent: &Agent, vthread: sys::jthread, end: bool) {
+    let taken = STATE.try_with(|cell| {
+        let mut current = cell.try_borrow_mut().ok()?;
+        CARRIER.with_borrow_mut(|carrier| {
+            // No mount was seen (the events were switched on while it ran):
+            // the state in use is the carrier's.
+            let own = carrier.take()?;
+            Some(std::mem::replace(&mut *current, own))
+        })
+    });
+    let state = match taken {
+        Ok(Some(state)) => state,
+        Ok(None) => return,
+        Err(_) => {
+            agent.problems.reentrant();
+            return;
+        }
+    };
+    if let Some(state) = state.filter(|_| !end) {
+        let p = Box::into_raw(Box::new(state));
+        if let Err(e) = agent.jvmti.set_thread_local_storage(vthread, p.cast()) {
+            agent.problems.jvmti(e);
+            // SAFETY: `p` came from `Box::into_raw` just above and was not
+            // stored.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
 }
 
 /// Runs `f` on the calling thread's state, creating it on first use.
@@ -148,6 +248,7 @@ impl ThreadState {
             held: Vec::new(),
             contended_since: 0,
             wait_since: 0,
+            virtual_recorded: false,
         }
     }
 
@@ -230,17 +331,29 @@ impl ThreadRegistry {
         let id = agent.symbols.new_thread_ref();
         let s = &agent.symbols;
         let sym = match j.thread_info(jni, thread) {
-            Ok(info) => ThreadSymbol {
-                id,
-                java_id: match agent.fields.get().and_then(|f| f.thread_id) {
+            Ok(info) => {
+                let java_id = match agent.fields.get().and_then(|f| f.thread_id) {
                     Some(f) => jni.long_field(thread, f.0),
                     None => -1,
-                },
-                name: s.string(&info.name),
+                };
+                // Virtual threads have no name unless given one.
+                let name = if info.name.is_empty()
+                    && crate::vthreads::enabled()
+                    && jni.is_virtual_thread(thread)
+                {
+                    format!("virtual#{java_id}")
+                } else {
+                    info.name
+                };
+                ThreadSymbol {
+                id,
+                java_id,
+                name: s.string(&name),
                 group: s.string(&info.group),
                 priority: info.priority,
                 daemon: info.daemon,
-            },
+            }
+            }
             Err(e) => {
                 agent.problems.jvmti(e);
                 unknown_thread(agent, id, &format!("thread-{}", id.0))
