@@ -25,6 +25,7 @@ pub struct Problems {
     methods_skipped: Counter,
     jdk_classes: Counter,
     reentrant: AtomicU64,
+    virtual_unrecorded: AtomicU64,
 }
 
 #[derive(Default)]
@@ -149,6 +150,12 @@ impl Problems {
 
     /// Counts an event skipped because a callback ran inside another one
     /// on the same thread.
+    /// Counts an event of a virtual thread numbered past the handle
+    /// bound (`threads::VIRTUAL_HANDLES`).
+    pub fn virtual_unrecorded(&self) {
+        self.virtual_unrecorded.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn reentrant(&self) {
         self.reentrant.fetch_add(1, Ordering::Relaxed);
     }
@@ -184,6 +191,13 @@ impl Problems {
         );
         self.jvmti.line("JVMTI calls failed", &mut out);
         self.panics.line("internal errors caught", &mut out);
+        let v = self.virtual_unrecorded.load(Ordering::Relaxed);
+        if v > 0 {
+            out.push(format!(
+                "{v} events of virtual threads not recorded: more than {} threads ran in this recording (a trace numbers at most that many)",
+                crate::threads::VIRTUAL_HANDLES
+            ));
+        }
         let r = self.reentrant.load(Ordering::Relaxed);
         if r > 0 {
             out.push(format!("{r} nested callbacks skipped"));

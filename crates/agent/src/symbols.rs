@@ -73,6 +73,11 @@ impl Symbols {
         ThreadRef(self.next_thread.fetch_add(1, Ordering::Relaxed))
     }
 
+    /// How many thread handles were handed out.
+    pub fn threads_numbered(&self) -> u32 {
+        self.next_thread.load(Ordering::Relaxed)
+    }
+
     pub fn define_thread(&self, sym: ThreadSymbol) {
         self.lock().pending.push(Symbol::Thread(sym));
     }

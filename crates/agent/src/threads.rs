@@ -74,7 +74,19 @@ pub struct ThreadState {
     /// A virtual thread whose THREAD_START was written (its THREAD_END
     /// is then written too).
     pub virtual_recorded: bool,
+    /// The state of a virtual thread (made at its first mount).
+    is_virtual: bool,
+    /// A virtual thread numbered past [`VIRTUAL_HANDLES`]: its events are
+    /// counted, not written.
+    muted: bool,
 }
+
+/// Thread handles virtual threads may take: the format's bound on
+/// handles (2^20) less room for platform threads. A program that runs
+/// more virtual threads than this in one recording has the events of the
+/// later ones counted in the final report instead of written: a handle
+/// past the bound would stop the trace.
+pub const VIRTUAL_HANDLES: u32 = vmview_format::MAX_THREAD_REF - (1 << 16);
 
 /// A monitor held by trace-class code.
 pub struct HeldMonitor {
@@ -108,11 +120,15 @@ thread_local! {
 /// A virtual thread mounts on the calling (carrier) thread: its state,
 /// kept in its JVMTI thread-local storage while it was unmounted (none
 /// at its start), becomes the calling thread's, and the carrier's is put
-/// aside until [`unmount`].
+/// aside until [`unmount`]. `vthread` may be null while it is the current
+/// thread.
 pub fn mount(agent: &Agent, vthread: sys::jthread) {
-    let stored = match agent.jvmti.thread_local_storage(vthread) {
+    let mut stored = match agent.jvmti.thread_local_storage(vthread) {
         Ok(p) if !p.is_null() => {
-            if let Err(e) = agent.jvmti.set_thread_local_storage(vthread, std::ptr::null_mut()) {
+            if let Err(e) = agent
+                .jvmti
+                .set_thread_local_storage(vthread, std::ptr::null_mut())
+            {
                 agent.problems.jvmti(e);
             }
             // SAFETY: only `unmount` stores pointers there, from
@@ -126,6 +142,11 @@ pub fn mount(agent: &Agent, vthread: sys::jthread) {
             None
         }
     };
+    if stored.is_none() && !virtual_mounted() {
+        let mut s = ThreadState::new(agent.generation);
+        s.is_virtual = true;
+        stored = Some(s);
+    }
     let swapped = STATE.try_with(|cell| {
         let Ok(mut current) = cell.try_borrow_mut() else {
             return false;
@@ -201,11 +222,10 @@ pub fn with_state<R>(
 ) -> Option<R> {
     let r = STATE.try_with(|cell| {
         let mut slot = cell.try_borrow_mut().ok()?;
-        if slot
-            .as_ref()
-            .is_some_and(|s| s.generation != agent.generation)
-        {
-            *slot = None;
+        if let Some(old) = slot.as_ref().filter(|s| s.generation != agent.generation) {
+            let mut fresh = ThreadState::new(agent.generation);
+            fresh.is_virtual = old.is_virtual;
+            *slot = Some(fresh);
         }
         let state = slot.get_or_insert_with(|| ThreadState::new(agent.generation));
         state.java = java;
@@ -249,6 +269,8 @@ impl ThreadState {
             contended_since: 0,
             wait_since: 0,
             virtual_recorded: false,
+            is_virtual: false,
+            muted: false,
         }
     }
 
@@ -275,9 +297,18 @@ impl ThreadState {
     /// Queues an event of this thread, numbering the thread first if this
     /// is its first event.
     pub fn emit(&mut self, agent: &Agent, time_ns: u64, kind: EventKind) {
+        if self.muted {
+            agent.problems.virtual_unrecorded();
+            return;
+        }
         let thread = match self.thread {
             Some(t) => t,
             None => {
+                if self.is_virtual && agent.symbols.threads_numbered() >= VIRTUAL_HANDLES {
+                    self.muted = true;
+                    agent.problems.virtual_unrecorded();
+                    return;
+                }
                 // JVMTI calls only: no callback can re-enter here.
                 let t = match self.java {
                     Some((jni, t)) if t.is_null() => match agent.jvmti.current_thread(jni) {
@@ -346,13 +377,13 @@ impl ThreadRegistry {
                     info.name
                 };
                 ThreadSymbol {
-                id,
-                java_id,
-                name: s.string(&name),
-                group: s.string(&info.group),
-                priority: info.priority,
-                daemon: info.daemon,
-            }
+                    id,
+                    java_id,
+                    name: s.string(&name),
+                    group: s.string(&info.group),
+                    priority: info.priority,
+                    daemon: info.daemon,
+                }
             }
             Err(e) => {
                 agent.problems.jvmti(e);

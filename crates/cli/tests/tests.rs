@@ -28,4 +28,5 @@ mod recovery;
 mod report_regex;
 mod serve_limits;
 mod view;
+mod vthreads;
 mod xml;
