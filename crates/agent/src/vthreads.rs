@@ -62,9 +62,21 @@ pub fn install(cb: &mut sys::jvmtiEventCallbacks) {
 }
 
 /// Switches the four events on when the environment holds
-/// `can_support_virtual_threads` (taken at load or attach when offered);
-/// a failure is counted, and events stay on the carriers as before.
+/// `can_support_virtual_threads` (taken at load or attach when offered)
+/// and the recording keeps per-thread state; a failure is counted, and
+/// events stay on the carriers as before.
 pub fn start(agent: &Agent) {
+    // Stack samples and GC events need no per-thread state: a sampling
+    // recording does not pay for the mount events.
+    let per_thread = agent
+        .options
+        .events
+        .iter()
+        .any(|g| !matches!(g, EventGroup::Samples | EventGroup::Gc))
+        || agent.options.reactions;
+    if !per_thread {
+        return;
+    }
     let held = agent
         .jvmti
         .capabilities()
