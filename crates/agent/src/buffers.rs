@@ -29,6 +29,10 @@ use vmview_format::Event;
 /// Events in a thread's first block; each next block doubles, up to
 /// [`Buffers::block`].
 const FIRST_BLOCK: usize = 64;
+/// Events in the first block after [`Buffers::let_go`]: a virtual thread
+/// pushes a few events per mount, and thousands may be between mounts at
+/// once.
+const LET_GO_BLOCK: usize = 8;
 /// Events in a full-size block at most (160 KiB).
 const MAX_BLOCK: usize = 4096;
 /// How many slots ahead of the one written a push prefetches.
@@ -130,6 +134,9 @@ pub struct Producer {
     block: Option<Arc<Block>>,
     /// `block.len` as this producer last stored it.
     len: usize,
+    /// Events in the next block when there is none ([`FIRST_BLOCK`], or
+    /// [`LET_GO_BLOCK`] once let go).
+    first: usize,
 }
 
 pub struct Buffers {
@@ -170,7 +177,18 @@ impl Buffers {
             shared,
             block: None,
             len: 0,
+            first: FIRST_BLOCK,
         }
+    }
+
+    /// Lets go of the block being filled, so that once the writer has
+    /// taken its events it is freed (or pooled) even though not full: a
+    /// virtual thread does this when it unmounts, so a parked one holds no
+    /// buffer memory. The next push starts a new, small block.
+    pub fn let_go(p: &mut Producer) {
+        p.block = None;
+        p.len = 0;
+        p.first = LET_GO_BLOCK;
     }
 
     /// Queues `ev`, or drops and counts it when the budget is spent.
@@ -183,7 +201,7 @@ impl Buffers {
         }
         let capacity = p.block.as_ref().map_or(0, |b| b.capacity());
         if p.len == capacity {
-            let Some(block) = self.new_block((capacity * 2).clamp(FIRST_BLOCK, self.block)) else {
+            let Some(block) = self.new_block((capacity * 2).clamp(p.first, self.block)) else {
                 self.release(extra);
                 self.count_drop(&slot);
                 return;
@@ -276,12 +294,15 @@ impl Buffers {
             let gone = Arc::strong_count(b) == 1;
             let mut blocks = lock(&b.blocks);
             while let Some(block) = blocks.front() {
+                // A block stays until its producer has let go of it (at
+                // its next push once full, or at `let_go`), so that it is
+                // freed here, once. The fence pairs with the release of
+                // the producer's reference: its last `len` is seen below.
+                let let_go = Arc::strong_count(block) == 1;
+                std::sync::atomic::fence(Ordering::Acquire);
                 let taken = block.taken.load(Ordering::Relaxed);
                 let len = block.len.load(Ordering::Acquire);
-                let used_up = taken == block.capacity() && Arc::strong_count(block) == 1;
-                // A full block stays until its producer has let go of it
-                // (at its next push), so that it is freed here, once.
-                if !(used_up || (gone && taken == len)) {
+                if !(let_go && taken == len) {
                     break;
                 }
                 if let Some(block) = blocks.pop_front() {
@@ -425,6 +446,32 @@ mod tests {
         let before = b.dropped();
         b.push(&mut p, call(1, 5));
         assert_eq!(b.dropped(), before);
+    }
+
+    #[test]
+    fn a_block_let_go_half_full_is_freed_once_taken_and_events_go_on() {
+        // What it pins: a parked virtual thread held its partly filled
+        // block (charged to the budget) until its next event.
+        let b = Buffers::new(64 << 20);
+        let mut p = b.register();
+        for i in 0..10 {
+            b.push(&mut p, call(1, i));
+        }
+        Buffers::let_go(&mut p);
+        let mut out = Vec::new();
+        b.drain(&mut out);
+        assert_eq!(out.len(), 10);
+        assert_eq!(
+            b.bytes.load(Ordering::Relaxed),
+            0,
+            "the small block is freed"
+        );
+        assert_eq!(lock(&lock(&b.registry)[0].blocks).len(), 0);
+        // The producer goes on in a new block, in order.
+        b.push(&mut p, call(1, 10));
+        out.clear();
+        b.drain(&mut out);
+        assert_eq!(out.iter().map(|e| e.time_ns).collect::<Vec<_>>(), [10]);
     }
 
     #[test]

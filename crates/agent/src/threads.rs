@@ -200,7 +200,11 @@ pub fn unmount(agent: &Agent, vthread: sys::jthread, end: bool) {
             return;
         }
     };
-    if let Some(state) = state.filter(|_| !end) {
+    if let Some(mut state) = state.filter(|_| !end) {
+        // A parked virtual thread holds no buffer block.
+        if let Some(buffer) = state.buffer.as_mut() {
+            crate::buffers::Buffers::let_go(buffer);
+        }
         let p = Box::into_raw(Box::new(state));
         if let Err(e) = agent.jvmti.set_thread_local_storage(vthread, p.cast()) {
             agent.problems.jvmti(e);
@@ -326,7 +330,15 @@ impl ThreadState {
                 t
             }
         };
-        let buffer = self.buffer.get_or_insert_with(|| agent.buffers.register());
+        let is_virtual = self.is_virtual;
+        let buffer = self.buffer.get_or_insert_with(|| {
+            let mut b = agent.buffers.register();
+            if is_virtual {
+                // Thousands may start at once: small blocks first.
+                crate::buffers::Buffers::let_go(&mut b);
+            }
+            b
+        });
         agent.buffers.push(
             buffer,
             Event {

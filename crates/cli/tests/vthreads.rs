@@ -268,3 +268,22 @@ fn thread_start_is_written_for_the_first_1024_virtual_threads_then_counted() {
     assert_eq!(tasks.len(), 1100);
     assert!(tasks.iter().all(|t| t.starts_with("virtual#")));
 }
+
+/// What broke: each virtual thread kept a 64-event buffer block (2.5 KB,
+/// charged to `buffer=`) while parked, so 5,000 virtual threads parked at
+/// once held 12.5 MB and dropped events with `buffer=4m` (39,095) or 8m
+/// (21,598).
+/// All the run's events fit in 3 MB of slots, so 8m leaves room for a
+/// writer slowed down by a loaded machine.
+#[test]
+fn many_parked_virtual_threads_hold_no_buffer_memory() {
+    let (output, events) = record_virtual(&["--buffer", "8m", "--args", "off"], 5000, 0);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("events dropped"), "{stderr}");
+    assert!(of_type(&events, "DROPPED").is_empty());
+    let tasks = of_type(&events, "CALL")
+        .iter()
+        .filter(|e| e["method"] == "task")
+        .count();
+    assert_eq!(tasks, 5000);
+}
