@@ -19,7 +19,7 @@ use vmview_format::{
     ThreadRef, ThreadState, ThreadSymbol, TraceHeader, TraceWriter, Value, DEFAULT_MAX_DEPTH,
 };
 
-use crate::support::{classes, path_str, record, run, scratch, vmview};
+use crate::support::{classes, path_str, peak_rss_kib, record, run, scratch, vmview};
 
 /// `fx.Deep.down` as the folded formats name it.
 const FRAME: &str = "fx.Deep.down";
@@ -151,29 +151,6 @@ fn deep_trace(path: &Path, depth: u32, repeat: u32, samples: u32) {
     w.finish().expect("finish trace");
 }
 
-/// Runs `vmview ARGS` under `/usr/bin/time`; returns the child's peak RSS
-/// in KiB. The command must succeed.
-fn peak_rss_kib(dir: &Path, args: &[&str]) -> u64 {
-    let report = dir.join("time.txt");
-    let status = Command::new("/usr/bin/time")
-        .arg("-f")
-        .arg("%M")
-        .arg("-o")
-        .arg(&report)
-        .arg(vmview())
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run /usr/bin/time (GNU time)");
-    assert!(status.success(), "vmview {args:?} failed: {status}");
-    let text = std::fs::read_to_string(&report).expect("time's report");
-    text.lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no peak RSS in {text:?}"))
-}
-
 fn size(p: &Path) -> u64 {
     std::fs::metadata(p).expect("output exists").len()
 }
@@ -209,7 +186,7 @@ fn a_recursion_40000_deep_exports_in_bounded_memory_with_a_truncated_frame() {
         all.extend(["-o", path_str(out)]);
         let mut cmd = vec!["export"];
         cmd.extend(all);
-        peak_rss_kib(&dir, &cmd)
+        peak_rss_kib(&cmd)
     };
     for format in ["collapsed", "svg"] {
         let out_s = dir.join(format!("small.{format}"));
@@ -344,7 +321,7 @@ fn calltree_and_view_of_a_recursion_40000_deep_stay_bounded() {
             a.push(path_str(input));
             if name == "html" {
                 a.extend(["-o", path_str(&out)]);
-                (peak_rss_kib(&dir, &a), out)
+                (peak_rss_kib(&a), out)
             } else {
                 // calltree writes to standard output.
                 let report = dir.join("time.txt");

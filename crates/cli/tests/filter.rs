@@ -8,7 +8,6 @@
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
 use vmview_format::{
@@ -16,7 +15,7 @@ use vmview_format::{
     ThreadSymbol, TraceHeader, TraceWriter, Value as JValue,
 };
 
-use crate::support::{jsonl, path_str, record, run, scratch, vmview, Recording};
+use crate::support::{jsonl, path_str, peak_rss_kib, record, run, scratch, Recording};
 use crate::xml::{export, hostile_strings};
 
 fn exceptions() -> Recording {
@@ -491,49 +490,14 @@ pub fn synthetic_trace(path: &Path, pairs: u64) {
     w.finish().expect("finish trace");
 }
 
-/// Runs `vmview ARGS` and returns its peak resident set size in KiB.
-///
-/// The child is started through GNU `time` (`/usr/bin/time -f %M`), which
-/// forks it from its own small process. Spawned straight from this test
-/// binary, the child would start as a vfork of the harness and Linux would
-/// carry the harness's high-water mark into the child's `ru_maxrss`: the
-/// figure then measured whatever the other tests had allocated (168 MB for
-/// a filter that needs 14).
-fn peak_rss_kib(args: &[&str]) -> i64 {
-    // The least of three runs: one run's peak on a loaded machine has been
-    // seen several MB above the others, which said nothing about the trace.
+/// The least peak RSS of three runs of `vmview ARGS`, in KiB: one run's
+/// peak on a loaded machine has been seen several MB above the others,
+/// which said nothing about the trace.
+fn least_peak_rss_kib(args: &[&str]) -> i64 {
     (0..3)
-        .map(|_| peak_rss_kib_once(args))
+        .map(|_| peak_rss_kib(args) as i64)
         .min()
         .expect("three runs")
-}
-
-fn peak_rss_kib_once(args: &[&str]) -> i64 {
-    const TIME: &str = "/usr/bin/time";
-    assert!(
-        Path::new(TIME).exists(),
-        "{TIME} (GNU time, Debian package `time`) measures the child alone; \
-         `bash .ci/run` installs it"
-    );
-    let report = scratch("peak-rss").join("rss");
-    let status = Command::new(TIME)
-        .arg("-f")
-        .arg("%M")
-        .arg("-o")
-        .arg(&report)
-        .arg(vmview())
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run vmview under /usr/bin/time");
-    assert!(status.success(), "vmview {args:?} failed: {status}");
-    let text = std::fs::read_to_string(&report).expect("read time's report");
-    text.trim()
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .unwrap_or_else(|| panic!("unexpected report from {TIME}: {text:?}"))
 }
 
 #[test]
@@ -546,7 +510,7 @@ fn filter_memory_does_not_grow_with_the_trace() {
     let expr = r#"type in [CALL, THROW] && class ~ "Service1[0-5]$" && thread ~ "-[0-3]$" || message ~ "timeout after 9""#;
     let measure = |input: &PathBuf, format: &str| {
         let out = dir.join(format!("out.{format}"));
-        peak_rss_kib(&[
+        least_peak_rss_kib(&[
             "filter",
             path_str(input),
             "--format",

@@ -63,27 +63,7 @@ fn jetty_class_path() -> String {
 /// tests/fixtures/servers compiled once against the Jetty jars.
 fn server_classes() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/srv");
-        let out = scratch("server-classes");
-        let mut sources: Vec<PathBuf> = std::fs::read_dir(&src)
-            .expect("servers fixtures dir")
-            .map(|e| e.expect("dir entry").path())
-            .filter(|p| p.extension().is_some_and(|e| e == "java"))
-            .collect();
-        sources.sort();
-        let status = Command::new("javac")
-            .arg("-g")
-            .arg("-cp")
-            .arg(jetty_class_path())
-            .arg("-d")
-            .arg(&out)
-            .args(&sources)
-            .status()
-            .expect("run javac");
-        assert!(status.success(), "javac failed on the server fixtures");
-        out
-    })
+    DIR.get_or_init(|| compile_java("servers/srv", Some(&jetty_class_path()), "server-classes"))
 }
 
 fn unix_ns() -> u64 {

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
@@ -51,25 +51,72 @@ pub fn scratch(name: &str) -> PathBuf {
 /// The fixtures under `tests/fixtures`, compiled once with `javac -g`.
 pub fn classes() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fx");
-        let out = scratch("classes");
-        let mut sources: Vec<PathBuf> = std::fs::read_dir(&src)
-            .expect("fixtures dir")
-            .map(|e| e.expect("dir entry").path())
-            .filter(|p| p.extension().is_some_and(|e| e == "java"))
-            .collect();
-        sources.sort();
-        let status = Command::new("javac")
-            .arg("-g")
-            .arg("-d")
-            .arg(&out)
-            .args(&sources)
-            .status()
-            .expect("run javac (is a JDK installed?)");
-        assert!(status.success(), "javac failed on the fixtures");
-        out
-    })
+    DIR.get_or_init(|| compile_java("fx", None, "classes"))
+}
+
+/// Compiles every `.java` file of `tests/fixtures/SUBDIR` with `javac -g`
+/// (against `class_path` when given) into a scratch directory named NAME.
+pub fn compile_java(subdir: &str, class_path: Option<&str>, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(subdir);
+    let out = scratch(name);
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&src)
+        .unwrap_or_else(|e| panic!("fixtures dir {}: {e}", src.display()))
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "java"))
+        .collect();
+    sources.sort();
+    let mut javac = Command::new("javac");
+    javac.arg("-g");
+    if let Some(cp) = class_path {
+        javac.arg("-cp").arg(cp);
+    }
+    let status = javac
+        .arg("-d")
+        .arg(&out)
+        .args(&sources)
+        .status()
+        .expect("run javac (is a JDK installed?)");
+    assert!(status.success(), "javac failed on the fixtures in {subdir}");
+    out
+}
+
+/// Runs `vmview ARGS`, which must succeed, and returns its peak resident
+/// set size in KiB.
+///
+/// The child is started through GNU `time` (`/usr/bin/time -f %M`), which
+/// forks it from its own small process. Spawned straight from this test
+/// binary, the child would start as a vfork of the harness and Linux would
+/// carry the harness's high-water mark into the child's `ru_maxrss`: the
+/// figure then measured whatever the other tests had allocated (168 MB for
+/// a filter that needs 14).
+pub fn peak_rss_kib(args: &[&str]) -> u64 {
+    const TIME: &str = "/usr/bin/time";
+    assert!(
+        Path::new(TIME).exists(),
+        "{TIME} (GNU time, Debian package `time`) measures the child alone; \
+         `bash .ci/run` installs it"
+    );
+    let report = scratch("peak-rss").join("rss");
+    let status = Command::new(TIME)
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(&report)
+        .arg(vmview())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run vmview under /usr/bin/time");
+    assert!(status.success(), "vmview {args:?} failed: {status}");
+    let text = std::fs::read_to_string(&report).expect("read time's report");
+    text.trim()
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("unexpected report from {TIME}: {text:?}"))
 }
 
 /// What one `vmview record` run left behind.
