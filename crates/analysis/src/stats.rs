@@ -12,7 +12,7 @@
 //! method and depth; when events were dropped a RETURN can lack its CALL,
 //! and then its whole elapsed time counts as self time.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use vmview_format::{
     Event, EventKind, MethodId, StringId, SymbolTable, ThreadRef, EVENT_TYPE_NAMES,
@@ -152,6 +152,10 @@ pub struct StatsBuilder {
     gc_count: u64,
     gc_total_ns: u64,
     dropped: u64,
+    /// A partial builder ([`StatsBuilder::partial`]): the threads' stacks
+    /// are only what this part of the trace opened, and what needs the
+    /// frames opened before it is deferred to [`StatsBuilder::merge`].
+    partial: bool,
 }
 
 #[derive(Debug, Default)]
@@ -161,6 +165,29 @@ struct ThreadAcc {
     events: u64,
     /// Traced frames on the stack: the open CALLs.
     stack: Vec<Frame>,
+    /// In a partial builder: what the thread's events do to the frames
+    /// opened before this part, in order (see [`StackOp`]).
+    deferred: Vec<StackOp>,
+}
+
+/// A step of the self-time bookkeeping that a partial builder cannot take
+/// because it needs frames opened in an earlier part of the trace; the
+/// merge takes it on the real stack, in order.
+#[derive(Debug)]
+enum StackOp {
+    /// A frame of this part, under which a later op reaches.
+    Push(Frame),
+    /// A CALL at this depth found no frame of its part to pop: pop the
+    /// earlier frames at this depth or deeper.
+    PopGe(u32),
+    /// A RETURN's elapsed time goes to the earlier frame on top.
+    AddChild(u64),
+    /// A RETURN whose CALL is not in this part.
+    Return {
+        method: MethodId,
+        depth: u32,
+        elapsed_ns: u64,
+    },
 }
 
 #[derive(Debug)]
@@ -203,9 +230,8 @@ impl EventSink for StatsBuilder {
         self.events += 1;
         self.first_time_ns = Some(self.first_time_ns.map_or(ev.time_ns, |t| t.min(ev.time_ns)));
         self.last_time_ns = Some(self.last_time_ns.map_or(ev.time_ns, |t| t.max(ev.time_ns)));
-        let type_name = ev.kind.type_name();
-        if let Some(i) = EVENT_TYPE_NAMES.iter().position(|n| *n == type_name) {
-            self.by_type[i] += 1;
+        if let Some(n) = self.by_type.get_mut(ev.kind.type_index()) {
+            *n += 1;
         }
         let thread = self.threads.entry(ev.thread).or_default();
         thread.events += 1;
@@ -218,6 +244,9 @@ impl EventSink for StatsBuilder {
                 // Frames at this depth or deeper never returned (lost RETURNs).
                 while thread.stack.last().is_some_and(|f| f.depth >= *depth) {
                     thread.stack.pop();
+                }
+                if self.partial && thread.stack.is_empty() {
+                    defer_pop(&mut thread.deferred, *depth);
                 }
                 thread.stack.push(Frame {
                     method: *method,
@@ -234,24 +263,41 @@ impl EventSink for StatsBuilder {
                 ..
             } => {
                 let stack = &mut thread.stack;
-                let child_ns = match stack
+                let found = stack
                     .iter()
-                    .rposition(|f| f.method == *method && f.depth == *depth)
-                {
+                    .rposition(|f| f.method == *method && f.depth == *depth);
+                let child_ns = match found {
                     Some(i) => {
                         let child_ns = stack[i].child_ns;
                         stack.truncate(i);
-                        child_ns
+                        Some(child_ns)
+                    }
+                    None if self.partial => {
+                        // Its CALL may be in an earlier part: the merge
+                        // decides, on the frames below these.
+                        thread.deferred.extend(stack.drain(..).map(StackOp::Push));
+                        thread.deferred.push(StackOp::Return {
+                            method: *method,
+                            depth: *depth,
+                            elapsed_ns: *elapsed_ns,
+                        });
+                        None
                     }
                     None => {
                         while stack.last().is_some_and(|f| f.depth >= *depth) {
                             stack.pop();
                         }
-                        0
+                        Some(0)
                     }
                 };
-                if let Some(parent) = stack.last_mut() {
-                    parent.child_ns = parent.child_ns.saturating_add(*elapsed_ns);
+                if child_ns.is_some() {
+                    match stack.last_mut() {
+                        Some(parent) => {
+                            parent.child_ns = parent.child_ns.saturating_add(*elapsed_ns)
+                        }
+                        None if self.partial => defer_child(&mut thread.deferred, *elapsed_ns),
+                        None => {}
+                    }
                 }
                 let m = method_acc(&mut self.methods, *method, syms);
                 m.returns += 1;
@@ -259,9 +305,11 @@ impl EventSink for StatsBuilder {
                     m.exceptional_returns += 1;
                 }
                 m.total_ns = m.total_ns.saturating_add(*elapsed_ns);
-                m.self_ns = m
-                    .self_ns
-                    .saturating_add(elapsed_ns.saturating_sub(child_ns));
+                if let Some(child_ns) = child_ns {
+                    m.self_ns = m
+                        .self_ns
+                        .saturating_add(elapsed_ns.saturating_sub(child_ns));
+                }
             }
             EventKind::Throw {
                 exception, catch, ..
@@ -311,6 +359,30 @@ impl EventSink for StatsBuilder {
     }
 }
 
+/// Defers "pop the earlier frames at `depth` or deeper", folded into the
+/// ops before it where that changes nothing: after a `PopGe(a)` every
+/// frame left is shallower than `a` (and `AddChild` moves no frame), so a
+/// later `PopGe(b)` with `b >= a` pops nothing, and one with `b < a` pops
+/// what `PopGe(b)` alone would. A partial builder thus keeps a couple of
+/// ops per thread for a chunk of calls at its threads' base depth, not two
+/// per call.
+fn defer_pop(ops: &mut Vec<StackOp>, depth: u32) {
+    match ops.as_mut_slice() {
+        [.., StackOp::PopGe(a)] => *a = (*a).min(depth),
+        [.., StackOp::PopGe(a), StackOp::AddChild(_)] if depth >= *a => {}
+        _ => ops.push(StackOp::PopGe(depth)),
+    }
+}
+
+/// Defers "add `ns` to the earlier frame on top", summed with an
+/// `AddChild` just before it (same frame; saturating sums agree).
+fn defer_child(ops: &mut Vec<StackOp>, ns: u64) {
+    match ops.last_mut() {
+        Some(StackOp::AddChild(x)) => *x = x.saturating_add(ns),
+        _ => ops.push(StackOp::AddChild(ns)),
+    }
+}
+
 /// The string, or `None` when the trace has not defined it (yet).
 fn known(syms: &SymbolTable, id: StringId) -> Option<String> {
     let s = syms.string(id);
@@ -350,6 +422,122 @@ fn monitor_acc<'m>(
 impl StatsBuilder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A builder for one part of a trace (a chunk), to be folded into the
+    /// builder of everything before it with [`merge`](Self::merge). Parts
+    /// can be built concurrently: what depends on the calls still open
+    /// when the part starts is deferred to the merge, so merging the parts
+    /// in trace order gives exactly what one builder fed every event gives.
+    pub fn partial() -> Self {
+        StatsBuilder {
+            partial: true,
+            ..Self::default()
+        }
+    }
+
+    /// Adds `part` (a [`partial`](Self::partial) builder of the events
+    /// that follow this builder's) to this one.
+    pub fn merge(&mut self, part: StatsBuilder) {
+        self.events += part.events;
+        self.first_time_ns = match (self.first_time_ns, part.first_time_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_time_ns = match (self.last_time_ns, part.last_time_ns) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        for (n, m) in self.by_type.iter_mut().zip(part.by_type) {
+            *n += m;
+        }
+        for (id, m) in part.methods {
+            let acc = self.methods.entry(id).or_default();
+            if acc.names.is_none() {
+                acc.names = m.names;
+            }
+            acc.calls += m.calls;
+            acc.returns += m.returns;
+            acc.exceptional_returns += m.exceptional_returns;
+            acc.total_ns = acc.total_ns.saturating_add(m.total_ns);
+            acc.self_ns = acc.self_ns.saturating_add(m.self_ns);
+        }
+        for (id, t) in part.threads {
+            let acc = self.threads.entry(id).or_default();
+            if acc.name.is_none() {
+                acc.name = t.name;
+            }
+            acc.events += t.events;
+            let stack = &mut acc.stack;
+            for op in t.deferred {
+                match op {
+                    StackOp::Push(f) => stack.push(f),
+                    StackOp::PopGe(depth) => {
+                        while stack.last().is_some_and(|f| f.depth >= depth) {
+                            stack.pop();
+                        }
+                    }
+                    StackOp::AddChild(ns) => {
+                        if let Some(parent) = stack.last_mut() {
+                            parent.child_ns = parent.child_ns.saturating_add(ns);
+                        }
+                    }
+                    StackOp::Return {
+                        method,
+                        depth,
+                        elapsed_ns,
+                    } => {
+                        let child_ns = match stack
+                            .iter()
+                            .rposition(|f| f.method == method && f.depth == depth)
+                        {
+                            Some(i) => {
+                                let c = stack[i].child_ns;
+                                stack.truncate(i);
+                                c
+                            }
+                            None => {
+                                while stack.last().is_some_and(|f| f.depth >= depth) {
+                                    stack.pop();
+                                }
+                                0
+                            }
+                        };
+                        if let Some(parent) = stack.last_mut() {
+                            parent.child_ns = parent.child_ns.saturating_add(elapsed_ns);
+                        }
+                        let m = self.methods.entry(method).or_default();
+                        m.self_ns = m
+                            .self_ns
+                            .saturating_add(elapsed_ns.saturating_sub(child_ns));
+                    }
+                }
+            }
+            // The part's own open frames go on top.
+            stack.extend(t.stack);
+        }
+        for (id, e) in part.exceptions {
+            let acc = self.exceptions.entry(id).or_default();
+            if acc.name.is_none() {
+                acc.name = e.name;
+            }
+            acc.thrown += e.thrown;
+            acc.caught += e.caught;
+            acc.uncaught += e.uncaught;
+        }
+        for (key, m) in part.monitors {
+            let acc = self.monitors.entry(key).or_default();
+            if acc.class.is_none() {
+                acc.class = m.class;
+            }
+            acc.enters += m.enters;
+            acc.entereds += m.entereds;
+            acc.total_wait_ns = acc.total_wait_ns.saturating_add(m.total_wait_ns);
+            acc.max_wait_ns = acc.max_wait_ns.max(m.max_wait_ns);
+        }
+        self.gc_count += part.gc_count;
+        self.gc_total_ns = self.gc_total_ns.saturating_add(part.gc_total_ns);
+        self.dropped = self.dropped.saturating_add(part.dropped);
     }
 
     /// Resolves names and sorts. Ties sort by name so output is stable.
@@ -579,6 +767,54 @@ mod tests {
             .map(|m| m.name.as_str())
             .collect();
         assert_eq!(by_total, ["main", "a", "b", "c"]);
+    }
+
+    /// Merging partial builders, one per part, must give what one builder
+    /// gives, wherever the parts are cut: calls open across cuts, RETURNs
+    /// without CALLs (lost events), CALLs that never return, two threads.
+    #[test]
+    fn partial_builders_merged_in_order_equal_one_builder() {
+        let mut s = Stream::default();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut depth = [0u32; 2];
+        let methods = [MAIN, A, B, C];
+        for _ in 0..3000 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let t = (rng % 2) as usize;
+            let m = methods[((rng >> 8) % 4) as usize];
+            match (rng >> 16) % 10 {
+                // Deeper.
+                0..=4 => {
+                    depth[t] += 1 + ((rng >> 24) % 2) as u32;
+                    s.call(t as u32, m, depth[t]);
+                }
+                // A RETURN of whatever is at this depth (its CALL may be
+                // another method, or lost).
+                5..=8 if depth[t] > 0 => {
+                    s.ret(t as u32, m, depth[t], (rng >> 32) % 1000);
+                    depth[t] -= 1;
+                }
+                // A CALL back at a shallower depth (RETURNs lost).
+                _ => {
+                    depth[t] = depth[t].saturating_sub(2).max(1);
+                    s.call(t as u32, m, depth[t]);
+                }
+            }
+        }
+        let whole = s.stats();
+        for part_len in [1, 2, 3, 7, 50, 499, 3000] {
+            let mut total = StatsBuilder::new();
+            for part in s.0.chunks(part_len) {
+                let mut b = StatsBuilder::partial();
+                for ev in part {
+                    b.event(ev, &syms());
+                }
+                total.merge(b);
+            }
+            assert_eq!(total.finish(), whole, "parts of {part_len} events");
+        }
     }
 
     #[test]

@@ -52,7 +52,7 @@ Examples:
 #[derive(Args)]
 #[command(about = "Call trees per thread: counts, inclusive/exclusive wall, CPU and allocation", long_about = LONG_ABOUT, after_long_help = EXAMPLES)]
 pub struct CalltreeArgs {
-    /// The trace file (.vmv).
+    /// The trace: binary (.vmv) or XML.
     file: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -111,18 +111,17 @@ struct Section {
 }
 
 pub fn run(args: &CalltreeArgs) -> anyhow::Result<ExitCode> {
-    let mut builder = CallTreeBuilder::new().max_depth(args.max_depth);
-    if !args.thread.is_empty() {
-        let globs: Vec<Glob> = args.thread.iter().map(|g| Glob::new(g)).collect();
-        builder = builder.select_threads(move |name| globs.iter().any(|g| g.matches(name)));
-    }
+    let new_builder = || {
+        let mut builder = CallTreeBuilder::new().max_depth(args.max_depth);
+        if !args.thread.is_empty() {
+            let globs: Vec<Glob> = args.thread.iter().map(|g| Glob::new(g)).collect();
+            builder = builder.select_threads(move |name| globs.iter().any(|g| g.matches(name)));
+        }
+        builder
+    };
     crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
-    let mut reader = trace::open(&args.file)?;
-    let mut events = 0u64;
-    while let Some(ev) = reader.next_event() {
-        events += 1;
-        builder.event(&ev, reader.symbols());
-    }
+    let mut reader = trace::Input::open(&args.file)?;
+    let (builder, events) = reader.fold(new_builder, |b, ev, syms| b.event(ev, syms))?;
     let trees = builder.finish();
     let diags = reader.diagnostics().to_vec();
     let syms = reader.symbols();

@@ -47,7 +47,7 @@ Examples:
 #[derive(Args)]
 #[command(about = "Argument and return-value distributions per traced method", long_about = LONG_ABOUT, after_long_help = EXAMPLES)]
 pub struct DataflowArgs {
-    /// The trace file (.vmv).
+    /// The trace: binary (.vmv) or XML.
     file: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -70,7 +70,8 @@ enum Format {
     Json,
 }
 
-pub fn run(args: &DataflowArgs) -> anyhow::Result<ExitCode> {
+/// The builder for `args`; `--method` parsed (and checked by the caller).
+fn new_builder(args: &DataflowArgs) -> anyhow::Result<DataflowBuilder> {
     let mut builder = DataflowBuilder::new().top(args.top);
     if let Some(globs) = &args.method {
         let filter = ClassFilter::parse(globs).map_err(|e| {
@@ -83,6 +84,11 @@ pub fn run(args: &DataflowArgs) -> anyhow::Result<ExitCode> {
             filter.matches(class) || filter.matches(&format!("{class}.{name}"))
         });
     }
+    Ok(builder)
+}
+
+pub fn run(args: &DataflowArgs) -> anyhow::Result<ExitCode> {
+    let builder = new_builder(args)?;
     if args.top > TRACKED_VALUES {
         say!(
             "vmview: note: --top {} lists at most {TRACKED_VALUES} values",
@@ -91,12 +97,17 @@ pub fn run(args: &DataflowArgs) -> anyhow::Result<ExitCode> {
     }
 
     crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
-    let mut reader = trace::open(&args.file)?;
-    let mut events = 0u64;
-    while let Some(ev) = reader.next_event() {
-        events += 1;
-        builder.event(&ev, reader.symbols());
-    }
+    let mut reader = trace::Input::open(&args.file)?;
+    let mut builder = Some(builder);
+    let (builder, events) = reader.fold(
+        || {
+            builder
+                .take()
+                .or_else(|| new_builder(args).ok())
+                .unwrap_or_default()
+        },
+        |b, ev, syms| b.event(ev, syms),
+    )?;
     let profile = builder.finish(reader.symbols());
     let diags = reader.diagnostics().to_vec();
 

@@ -19,6 +19,7 @@ use vmview_export::{
 use crate::error::{hinted, plain};
 use crate::progress::Progress;
 use crate::trace;
+use vmview_format::parallel::ordered_map_fold;
 
 const LONG_ABOUT: &str = "\
 Convert a trace to another format.
@@ -53,7 +54,7 @@ Examples:
 #[derive(Args)]
 #[command(about = "Convert a trace to XML, JSON Lines, text, Chrome/Perfetto, speedscope, flame graphs or Parquet", long_about = LONG_ABOUT, after_long_help = EXAMPLES)]
 pub struct ExportArgs {
-    /// The trace file (.vmv).
+    /// The trace: binary (.vmv) or XML.
     file: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ExportTo::Xml)]
@@ -140,7 +141,7 @@ fn collapse_options(args: &ExportArgs) -> CollapseOptions {
 
 pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     crate::overwrite::refuse_input_as_output(&[&args.file], args.output.as_deref())?;
-    let mut reader = trace::open(&args.file)?;
+    let mut reader = trace::Input::open(&args.file)?;
     let total = std::fs::metadata(&args.file).map_or(0, |m| m.len());
     if matches!(args.format, ExportTo::Parquet) && args.output.is_none() {
         return Err(hinted(
@@ -179,18 +180,60 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     let mut progress = Progress::new(total, "exporting");
     let mut n: u64 = 0;
     let result = (|| -> anyhow::Result<()> {
-        while let Some(ev) = reader.next_event() {
+        // A clean binary trace is decoded on every core, and written here
+        // in order.
+        if let Some((cf, threads)) = reader.parallel() {
+            let mut syms = vmview_format::SymbolTable::default();
+            let mut failed: Option<anyhow::Error> = None;
+            let whole = ordered_map_fold(
+                threads,
+                cf.chunks().len(),
+                threads * trace::CHUNKS_IN_FLIGHT_PER_THREAD,
+                |i| cf.decode(i).map(|c| (c, cf.chunks()[i].offset)),
+                |chunk| {
+                    let Ok((c, offset)) = chunk else {
+                        return false;
+                    };
+                    syms.absorb(c.symbols);
+                    for ev in &c.events {
+                        if let Err(e) = writer.write_event(ev, &syms) {
+                            failed = Some(e.into());
+                            return false;
+                        }
+                    }
+                    n += c.events.len() as u64;
+                    progress.set(offset);
+                    true
+                },
+            );
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if whole {
+                writer.finish()?;
+                return Ok(());
+            }
+            if n > 0 {
+                return Err(plain(format!(
+                    "{} has a damaged chunk that its index vouched for; rerun with \
+                     VMVIEW_THREADS=1 to read it in order, skipping the damage",
+                    args.file.display()
+                )));
+            }
+            reader = trace::Input::open(&args.file)?;
+        }
+        while let Some(ev) = reader.next_event()? {
             writer.write_event(&ev, reader.symbols())?;
             n += 1;
             if n & 0xffff == 0 {
-                progress.set(reader.current_chunk().map_or(0, |c| c.offset));
+                progress.set(reader.source().position());
             }
         }
         writer.finish()?;
         Ok(())
     })();
     progress.finish();
-    trace::warn_diagnostics(reader.diagnostics(), n);
+    reader.warn(n);
     result?;
     if n == 0 && !reader.diagnostics().is_empty() {
         return Err(plain(format!(

@@ -7,26 +7,27 @@
 //! source trace in its header, so `vmview show SOURCE --around ID` opens
 //! any selected event in its context.
 //!
-//! The input reading shared with `vmview search` lives here too: [`Input`]
-//! sniffs the file (binary magic or XML) and reports XML errors with a line
-//! and column.
+//! The scan shared with `vmview search` lives here too: [`scan_matches`],
+//! on every core for a clean binary trace, in order otherwise.
 
-use std::fs::File;
-use std::io::{self, BufReader, IsTerminal, Read, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use vmview_export::{EventWriter, JsonlWriter, TextWriter, XmlTraceReader, XmlWriter};
+use vmview_export::{EventWriter, JsonlWriter, TextWriter, XmlWriter};
 use vmview_filter::{EventFilter, SubsetWriter};
+use vmview_format::parallel::{decode_threads, ordered_map_fold};
 use vmview_format::{Event, SymbolTable, TraceHeader};
 
 use crate::error::{hinted, plain};
 use crate::export::output;
 use crate::overwrite::refuse_input_as_output;
 use crate::progress::Progress;
-use crate::trace::{self, Reader};
+use crate::trace::{self, Input};
 
 const LONG_ABOUT: &str = "\
 Keep the events that match an expression.
@@ -82,180 +83,267 @@ pub enum OutFormat {
     Text,
 }
 
-/// A binary or XML trace, read event by event.
-pub enum Input {
-    Binary(Box<Reader>),
-    Xml {
-        reader: Box<XmlTraceReader<BufReader<File>>>,
-        path: PathBuf,
-    },
-}
-
-impl Input {
-    /// Opens `path`, binary or XML by its first bytes.
-    pub fn open(path: &Path) -> anyhow::Result<Input> {
-        let mut head = [0u8; 4];
-        let n = File::open(path)
-            .and_then(|mut f| f.read(&mut head))
-            .unwrap_or(0);
-        let head = &head[..n];
-        if head.starts_with(b"\x89VMV") || n == 0 {
-            return Ok(Input::Binary(Box::new(trace::open(path)?)));
-        }
-        let looks_xml = head
-            .iter()
-            .find(|b| !b.is_ascii_whitespace())
-            .is_some_and(|&b| b == b'<' || b == 0xEF);
-        if !looks_xml {
-            // Let the binary reader say what is wrong with it.
-            return Ok(Input::Binary(Box::new(trace::open(path)?)));
-        }
-        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        match XmlTraceReader::new(BufReader::with_capacity(256 * 1024, f)) {
-            Ok(r) => Ok(Input::Xml {
-                reader: Box::new(r),
-                path: path.to_path_buf(),
-            }),
-            Err(e) => Err(xml_error(path, &e)),
-        }
+/// Streams the events `filter` selects into `on_match`, which answers
+/// whether to go on. Starts at the filter's lowest id and stops past its
+/// highest (when ids increase), skips types the filter cannot match, moves
+/// `progress`, and reports what the reader worked around. The shared loop
+/// of `vmview filter` and `vmview search`.
+///
+/// A clean binary trace is filtered on every core: each chunk is decoded
+/// and tested on a pool thread (lazily, without building values, when the
+/// expression reads none: see [`EventFilter::needs_values`]), and the
+/// matches are handed to `on_match` in trace order here.
+pub fn scan_matches(
+    input: &mut Input,
+    filter: &mut EventFilter,
+    progress: &mut Progress,
+    mut on_match: impl FnMut(&mut MatchCtx, &Event) -> anyhow::Result<bool>,
+) -> anyhow::Result<()> {
+    let (first_id, mut last_id) = filter.id_bounds();
+    if !input.source().ids_increase() {
+        // A hand-written XML trace may list ids in any order: no early stop.
+        last_id = u64::MAX;
     }
-
-    pub fn header(&self) -> &TraceHeader {
-        match self {
-            Input::Binary(r) => r.header(),
-            Input::Xml { reader, .. } => reader.header(),
-        }
-    }
-
-    pub fn symbols(&self) -> &SymbolTable {
-        match self {
-            Input::Binary(r) => r.symbols(),
-            Input::Xml { reader, .. } => reader.symbols(),
-        }
-    }
-
-    /// The next event; an error only for a malformed XML document (a
-    /// damaged binary trace is skipped over and reported at the end).
-    #[inline]
-    pub fn next_event(&mut self) -> anyhow::Result<Option<Event>> {
-        match self {
-            Input::Binary(r) => Ok(r.next_event()),
-            Input::Xml { reader, path } => reader.next_event().map_err(|e| xml_error(path, &e)),
-        }
-    }
-
-    /// Bytes of input consumed, for progress.
-    pub fn position(&mut self) -> u64 {
-        match self {
-            Input::Binary(r) => r.current_chunk().map_or(0, |c| c.offset + c.len),
-            Input::Xml { reader, .. } => reader.position(),
-        }
-    }
-
-    /// With a binary input, starts reading at the chunk that holds `first_id`
-    /// (the index answers without reading what comes before). Returns false
-    /// when no event can have an id in `first_id..` .
-    pub fn skip_to(&mut self, first_id: u64) -> anyhow::Result<bool> {
-        let Input::Binary(r) = self else {
-            return Ok(true);
-        };
-        if first_id == 0 {
-            return Ok(true);
-        }
-        let index = r.index()?;
-        let i = index.chunks.partition_point(|c| c.last_id < first_id);
-        match index.chunks.get(i).cloned() {
-            Some(c) => {
-                r.seek_to_chunk(&c)?;
-                Ok(true)
-            }
-            None => Ok(false),
-        }
-    }
-
-    /// Are ids strictly increasing (a binary trace guarantees it; an XML
-    /// document is only expected to)?
-    pub fn ids_increase(&self) -> bool {
-        matches!(self, Input::Binary(_))
-    }
-
-    /// Only events of these types can match (bit = index in
-    /// `EVENT_TYPE_NAMES`): an XML input skips the others undecoded.
-    pub fn set_type_mask(&mut self, mask: u32) {
-        if let Input::Xml { reader, .. } = self {
-            reader.set_type_mask(mask);
-        }
-    }
-
-    /// Streams the events `filter` selects into `on_match`, which answers
-    /// whether to go on. Starts at the filter's lowest id and stops past its
-    /// highest (when ids increase), skips types the filter cannot match,
-    /// moves `progress`, and reports what the reader worked around. The
-    /// shared loop of `vmview filter` and `vmview search`.
-    pub fn scan_matches(
-        &mut self,
-        filter: &mut EventFilter,
-        progress: &mut Progress,
-        mut on_match: impl FnMut(&mut Input, &Event) -> anyhow::Result<bool>,
-    ) -> anyhow::Result<()> {
-        let (first_id, mut last_id) = filter.id_bounds();
-        if !self.ids_increase() {
-            // A hand-written XML trace may list ids in any order: no early stop.
-            last_id = u64::MAX;
-        }
-        self.set_type_mask(filter.type_mask());
-        let mut read: u64 = 0;
-        let result = (|| -> anyhow::Result<()> {
-            if !self.skip_to(first_id)? {
-                return Ok(());
-            }
-            while let Some(ev) = self.next_event()? {
-                read += 1;
-                if read & 0xffff == 0 {
-                    let pos = self.position();
-                    progress.set(pos);
-                }
-                if ev.id > last_id {
-                    break;
-                }
-                if filter.matches(&ev, self.symbols()) && !on_match(self, &ev)? {
-                    break;
-                }
-            }
-            Ok(())
-        })();
+    if let Some((done, _)) = scan_parallel(
+        input,
+        filter,
+        (first_id, last_id),
+        progress,
+        true,
+        &mut on_match,
+    )? {
         progress.finish();
-        self.warn(read);
-        result
+        input.warn(done);
+        return Ok(());
     }
-
-    /// Reports what the binary reader had to work around.
-    pub fn warn(&self, events: u64) {
-        if let Input::Binary(r) = self {
-            trace::warn_diagnostics(r.diagnostics(), events);
+    input.source().set_type_mask(filter.type_mask());
+    let mut read: u64 = 0;
+    let result = (|| -> anyhow::Result<()> {
+        if !input
+            .source()
+            .skip_to(first_id)
+            .map_err(trace::source_error)?
+        {
+            return Ok(());
         }
-    }
-
-    /// Takes the methods an XML input redefined (see
-    /// [`XmlTraceReader::take_redefined`]).
-    fn redefined(&mut self) -> Vec<vmview_format::MethodId> {
-        match self {
-            Input::Xml { reader, .. } => reader.take_redefined(),
-            Input::Binary(_) => Vec::new(),
+        while let Some(ev) = input.next_event()? {
+            read += 1;
+            if read & 0xffff == 0 {
+                progress.set(input.source().position());
+            }
+            if ev.id > last_id {
+                break;
+            }
+            if filter.matches(&ev, input.symbols()) {
+                let redefined = input.source().take_redefined();
+                let mut ctx = MatchCtx {
+                    symbols: input.symbols(),
+                    redefined,
+                };
+                if !on_match(&mut ctx, &ev)? {
+                    break;
+                }
+            }
         }
-    }
+        Ok(())
+    })();
+    progress.finish();
+    input.warn(read);
+    result
 }
 
-/// An XML error as `FILE:LINE:COLUMN: message`.
-fn xml_error(path: &Path, e: &vmview_export::XmlError) -> anyhow::Error {
-    let place = File::open(path)
-        .and_then(|f| vmview_export::xml_reader::line_column(f, e.offset))
-        .map(|(l, c)| format!("{}:{l}:{c}", path.display()))
-        .unwrap_or_else(|_| format!("{} (byte {})", path.display(), e.offset));
-    hinted(
-        format!("{place}: {}", e.message),
-        "vmview reads XML traces in the shape of docs/vmview.dtd (what `vmview export --format xml` writes)",
-    )
+/// What `on_match` gets beside the event: the symbols that resolve it and
+/// the methods an XML input redefined since the last match.
+pub struct MatchCtx<'a> {
+    pub symbols: &'a SymbolTable,
+    pub redefined: Vec<vmview_format::MethodId>,
+}
+
+/// Counts the events `filter` selects: on every core, from lazily decoded
+/// events, for a clean binary trace; by [`scan_matches`] otherwise.
+pub fn count_matches(
+    input: &mut Input,
+    filter: &mut EventFilter,
+    progress: &mut Progress,
+) -> anyhow::Result<u64> {
+    let (first_id, mut last_id) = filter.id_bounds();
+    if !input.source().ids_increase() {
+        last_id = u64::MAX;
+    }
+    let mut never = |_: &mut MatchCtx, _: &Event| Ok(true);
+    if let Some((done, hits)) = scan_parallel(
+        input,
+        filter,
+        (first_id, last_id),
+        progress,
+        false,
+        &mut never,
+    )? {
+        progress.finish();
+        input.warn(done);
+        return Ok(hits);
+    }
+    let mut hits = 0;
+    scan_matches(input, filter, progress, |_, _| {
+        hits += 1;
+        Ok(true)
+    })?;
+    Ok(hits)
+}
+
+/// One chunk's share of a parallel scan.
+struct ChunkMatches {
+    symbols: SymbolTable,
+    events: Vec<Event>,
+    hits: u64,
+    read: u64,
+    end: u64,
+}
+
+/// The parallel scan of a clean binary trace; `None` when the trace must
+/// be read in order (one decoding thread, XML, damage). Returns the number
+/// of events read and of matches. Without `keep`, matches are only
+/// counted, and `on_match` is not called.
+fn scan_parallel(
+    input: &mut Input,
+    filter: &mut EventFilter,
+    (first_id, last_id): (u64, u64),
+    progress: &mut Progress,
+    keep: bool,
+    on_match: &mut impl FnMut(&mut MatchCtx, &Event) -> anyhow::Result<bool>,
+) -> anyhow::Result<Option<(u64, u64)>> {
+    let threads = decode_threads();
+    if threads <= 1 {
+        return Ok(None);
+    }
+    let path = input.path().to_path_buf();
+    let Some(cf) = input.source().chunk_file(&path) else {
+        return Ok(None);
+    };
+    let chunks: Vec<usize> = (0..cf.chunks().len())
+        .filter(|&i| {
+            let c = &cf.chunks()[i];
+            c.last_id >= first_id && c.first_id <= last_id
+        })
+        .collect();
+    let lazy = !filter.needs_values();
+    // Lazily decoded chunks with a match are decoded again, whole, for the
+    // matches' values: worth it while most chunks have none. Once most
+    // scanned chunks had a match, the rest are decoded whole at once.
+    let (scanned, matched) = (AtomicU64::new(0), AtomicU64::new(0));
+    // Each pool thread takes a filter of its own (verdict caches are per filter).
+    let filters = Mutex::new(Vec::<EventFilter>::new());
+    let source = filter.source().to_string();
+    let scan_chunk = |k: usize| -> Result<ChunkMatches, ()> {
+        let i = chunks[k];
+        let mut f = match filters.lock().map(|mut v| v.pop()) {
+            Ok(Some(f)) => f,
+            _ => EventFilter::parse(&source).map_err(|_| ())?,
+        };
+        let mut symbols = SymbolTable::default();
+        let mut hits: Vec<u64> = Vec::new();
+        let mut events = Vec::new();
+        let (mut read, mut count) = (0u64, 0u64);
+        let dense =
+            keep && 2 * matched.load(Ordering::Relaxed) > scanned.load(Ordering::Relaxed) + 4;
+        let lazy = lazy && !dense;
+        let r = cf.for_each_event(i, lazy, &mut symbols, |ev, syms| {
+            read += 1;
+            if ev.id >= first_id && ev.id <= last_id && f.matches(&ev, syms) {
+                count += 1;
+                if keep && lazy {
+                    hits.push(ev.id);
+                } else if keep {
+                    events.push(ev);
+                }
+            }
+        });
+        if let Ok(mut v) = filters.lock() {
+            v.push(f);
+        }
+        r.map_err(|_| ())?;
+        scanned.fetch_add(1, Ordering::Relaxed);
+        if count > 0 {
+            matched.fetch_add(1, Ordering::Relaxed);
+        }
+        if lazy && !hits.is_empty() {
+            // Decode the chunk again, whole, for the events that matched.
+            let mut full = SymbolTable::default();
+            let mut next = hits.iter().peekable();
+            cf.for_each_event(i, false, &mut full, |ev, _| {
+                if next.peek() == Some(&&ev.id) {
+                    next.next();
+                    events.push(ev);
+                }
+            })
+            .map_err(|_| ())?;
+            symbols = full;
+        }
+        let c = &cf.chunks()[i];
+        Ok(ChunkMatches {
+            symbols,
+            events,
+            hits: count,
+            read,
+            end: c.offset + c.len,
+        })
+    };
+    let mut syms = SymbolTable::default();
+    let (mut read, mut hits) = (0u64, 0u64);
+    let mut failure: Option<anyhow::Error> = None;
+    let mut stopped = false;
+    let whole = ordered_map_fold(
+        threads,
+        chunks.len(),
+        threads * trace::CHUNKS_IN_FLIGHT_PER_THREAD,
+        scan_chunk,
+        |r| {
+            let Ok(c) = r else {
+                return false;
+            };
+            read += c.read;
+            hits += c.hits;
+            progress.set(c.end);
+            if !keep {
+                return true;
+            }
+            syms.absorb(c.symbols);
+            for ev in &c.events {
+                let mut ctx = MatchCtx {
+                    symbols: &syms,
+                    redefined: Vec::new(),
+                };
+                match on_match(&mut ctx, ev) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        stopped = true;
+                        return false;
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        return false;
+                    }
+                }
+            }
+            true
+        },
+    );
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if whole || stopped {
+        return Ok(Some((read, hits)));
+    }
+    if read == 0 {
+        // A damaged chunk before anything went out: read in order instead,
+        // so the damage is skipped and reported as usual.
+        return Ok(None);
+    }
+    Err(plain(format!(
+        "{} has a damaged chunk that its index vouched for, found after matches \
+         were written; rerun with VMVIEW_THREADS=1 to read it in order, skipping the damage",
+        path.display()
+    )))
 }
 
 /// Parses an expression, or an error that shows it with a caret.
@@ -306,17 +394,17 @@ pub fn run(args: &FilterArgs) -> anyhow::Result<ExitCode> {
     let total = std::fs::metadata(&args.input).map_or(0, |m| m.len());
     let mut progress = Progress::new(total, "filtering");
     let mut kept: u64 = 0;
-    input.scan_matches(&mut filter, &mut progress, |input, ev| {
+    scan_matches(&mut input, &mut filter, &mut progress, |ctx, ev| {
         kept += 1;
         match &mut sink {
             Sink::Binary(w) => {
-                for m in input.redefined() {
+                for m in ctx.redefined.drain(..) {
                     w.forget_method(m);
                 }
-                w.write(ev, input.symbols())
+                w.write(ev, ctx.symbols)
                     .with_context(|| format!("cannot write event {}", ev.id))?;
             }
-            Sink::Events(w) => w.write_event(ev, input.symbols())?,
+            Sink::Events(w) => w.write_event(ev, ctx.symbols)?,
         }
         Ok(true)
     })?;

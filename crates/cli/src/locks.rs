@@ -37,7 +37,7 @@ Examples:
 #[derive(Args)]
 #[command(about = "Lock contention per monitor, with GC pauses taken out of the waits", long_about = LONG_ABOUT, after_long_help = EXAMPLES)]
 pub struct LocksArgs {
-    /// The trace file (.vmv).
+    /// The trace: binary (.vmv) or XML.
     file: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -53,19 +53,15 @@ enum Format {
 }
 
 pub fn run(args: &LocksArgs) -> anyhow::Result<ExitCode> {
-    let mut gc = GcPauses::default();
     crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
-    let mut reader = trace::open(&args.file)?;
-    while let Some(ev) = reader.next_event() {
-        gc.event(&ev, reader.symbols());
-    }
-    let mut builder = LocksBuilder::new(gc.finish());
-    let mut reader = trace::open(&args.file)?;
-    let mut events = 0u64;
-    while let Some(ev) = reader.next_event() {
-        events += 1;
-        builder.event(&ev, reader.symbols());
-    }
+    let mut reader = trace::Input::open(&args.file)?;
+    let (gc, _) = reader.fold(GcPauses::default, |gc, ev, syms| gc.event(ev, syms))?;
+    let pauses = gc.finish();
+    let mut reader = trace::Input::open(&args.file)?;
+    let (builder, events) = reader.fold(
+        || LocksBuilder::new(pauses.clone()),
+        |b, ev, syms| b.event(ev, syms),
+    )?;
     let report = builder.finish(reader.symbols());
     let diags = reader.diagnostics().to_vec();
 

@@ -81,7 +81,7 @@ next event) or dispatch (a Class.method glob that calls the application):
 #[derive(Args)]
 #[command(about = "Find event handlers and callbacks from stack samples (DYMON reactions)", long_about = LONG_ABOUT, after_long_help = EXAMPLES)]
 pub struct ReactionsArgs {
-    /// The trace file (.vmv), recorded with --events samples.
+    /// The trace, binary (.vmv) or XML, recorded with --events samples.
     file: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -145,29 +145,30 @@ pub fn run(args: &ReactionsArgs) -> anyhow::Result<ExitCode> {
             })?;
     }
     crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
-    let mut reader = trace::open(&args.file)?;
-    let mut trie = ReactionTrie::new(ReactionConfig {
+    let mut reader = trace::Input::open(&args.file)?;
+    let config = ReactionConfig {
         user: args.user.clone(),
         system: args.system.clone(),
         min_samples: args.min_samples,
         min_share: args.min_share,
         profiles,
         ..ReactionConfig::for_trace(&reader.header().properties)
-    });
+    };
+    let new_trie = || ReactionTrie::new(config.clone());
     let warmup = reader
         .header()
         .properties
         .iter()
         .find(|(k, _)| k == "reactions_after")
         .map(|(_, v)| v.clone());
-    let mut latency = HandlerLatency::new(warmup.is_some());
-    let mut events = 0u64;
-    while let Some(ev) = reader.next_event() {
-        events += 1;
-        trie.event(&ev, reader.symbols());
-        latency.event(&ev, reader.symbols());
-    }
-    trace::warn_diagnostics(reader.diagnostics(), events);
+    let ((trie, latency), events) = reader.fold(
+        || (new_trie(), HandlerLatency::new(warmup.is_some())),
+        |(trie, latency), ev, syms| {
+            trie.event(ev, syms);
+            latency.event(ev, syms);
+        },
+    )?;
+    reader.warn(events);
     let r = trie.finish();
     let timing = Timing {
         warmup: warmup.unwrap_or_default(),

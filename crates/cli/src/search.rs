@@ -15,8 +15,9 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use vmview_export::{EventWriter, JsonlWriter, TextWriter};
 
-use crate::filter::{compile, Input};
+use crate::filter::{compile, count_matches, scan_matches};
 use crate::progress::Progress;
+use crate::trace::Input;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -61,7 +62,7 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<ExitCode> {
 
     // Counting everything: the index knows.
     if args.count && args.first.is_none() && args.expr.trim() == "true" {
-        if let Input::Binary(r) = &mut input {
+        if let Some(r) = input.source().binary() {
             let n = r.index()?.event_count();
             if r.diagnostics().is_empty() {
                 writeln!(stdout.lock(), "{n}")?;
@@ -80,11 +81,13 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<ExitCode> {
     let total = std::fs::metadata(&args.trace).map_or(0, |m| m.len());
     let mut progress = Progress::new(total, "searching");
     let mut hits: u64 = 0;
-    if limit > 0 {
-        input.scan_matches(&mut filter, &mut progress, |input, ev| {
+    if limit > 0 && writer.is_none() && args.first.is_none() {
+        hits = count_matches(&mut input, &mut filter, &mut progress)?;
+    } else if limit > 0 {
+        scan_matches(&mut input, &mut filter, &mut progress, |ctx, ev| {
             hits += 1;
             if let Some(w) = writer.as_mut() {
-                w.write_event(ev, input.symbols())?;
+                w.write_event(ev, ctx.symbols)?;
             }
             Ok(hits < limit)
         })?;

@@ -36,7 +36,7 @@ const DEFAULT_PORT: u16 = 7177;
     after_long_help = EXAMPLES
 )]
 pub struct ServeArgs {
-    /// The trace file (.vmv).
+    /// The trace: binary (.vmv) or XML.
     trace: PathBuf,
     /// Port to listen on (0 = any free port).
     #[arg(long, default_value_t = DEFAULT_PORT)]
@@ -68,12 +68,17 @@ fn parse_deadline(v: &str) -> Result<Duration, String> {
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
-    // The CLI's messages for a missing or broken file.
-    drop(trace::open(&args.trace)?);
-    let model = TraceModel::open(&args.trace).map_err(|e| {
+    // The CLI's messages for a missing or broken file; an XML trace is
+    // served from a binary copy (the view reads chunks by position).
+    let binary = trace::BinaryTrace::of(&args.trace)?;
+    drop(trace::open(&binary.path)?);
+    if binary.path != args.trace {
+        remove_on_signal(binary.path.clone());
+    }
+    let model = TraceModel::open(&binary.path).map_err(|e| {
         hinted(
             format!("cannot read {}: {e}", args.trace.display()),
-            "vmview serve reads binary traces (.vmv); convert other inputs with vmview filter",
+            "vmview serve reads binary traces (.vmv) and XML traces",
         )
     })?;
     model.start_analysis();
@@ -102,6 +107,21 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     }
     server.run()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Removes the temporary binary copy when Ctrl-C (or a TERM) ends the
+/// server, which never returns otherwise.
+fn remove_on_signal(copy: PathBuf) {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            let _ = std::fs::remove_file(&copy);
+            std::process::exit(128 + sig);
+        }
+    });
 }
 
 /// Starts `$BROWSER`, else `xdg-open` (`open` on macOS), and says so when

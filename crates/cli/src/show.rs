@@ -15,7 +15,7 @@ use vmview_export::{EventWriter, ExportFormat};
 use vmview_format::Event;
 
 use crate::error::{hinted, plain};
-use crate::trace::{self, Reader};
+use crate::trace::{self, Input};
 
 const LONG_ABOUT: &str = "\
 Print the events of a trace, in trace order.
@@ -39,7 +39,7 @@ Examples:
 #[derive(Args)]
 #[command(about = "Print the events of a trace", long_about = LONG_ABOUT, after_long_help = EXAMPLES)]
 pub struct ShowArgs {
-    /// The trace file (.vmv).
+    /// The trace: binary (.vmv) or XML.
     file: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -77,7 +77,7 @@ impl From<Format> for ExportFormat {
 
 pub fn run(args: &ShowArgs) -> anyhow::Result<ExitCode> {
     crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
-    let mut reader = trace::open(&args.file)?;
+    let mut reader = trace::Input::open(&args.file)?;
     let mut out = BufWriter::new(io::stdout().lock());
     let limit = args.limit.unwrap_or(u64::MAX);
     let result = {
@@ -97,7 +97,7 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<ExitCode> {
                 if to_the_end {
                     // Looks for the index footer: a recording that did not
                     // finish cleanly has none, and the user should know.
-                    let _ = reader.index();
+                    let _ = reader.chunk_count();
                 }
                 n
             }),
@@ -113,7 +113,7 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<ExitCode> {
         Err(e) if is_broken_pipe(e) => return result.map(|_| ExitCode::SUCCESS),
         Err(_) => 0,
     };
-    trace::warn_diagnostics(reader.diagnostics(), read);
+    reader.warn(read);
     let read = result?;
     if read == 0 && !reader.diagnostics().is_empty() && args.limit != Some(0) {
         return Err(plain(format!(
@@ -134,13 +134,13 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// Every event from the start, up to `limit`. Returns how many were shown
 /// and whether the end of the trace was reached.
 fn all(
-    reader: &mut Reader,
+    reader: &mut Input,
     limit: u64,
     writer: &mut dyn EventWriter,
 ) -> anyhow::Result<(u64, bool)> {
     let mut n = 0;
     while n < limit {
-        let Some(ev) = reader.next_event() else {
+        let Some(ev) = reader.next_event()? else {
             return Ok((n, true));
         };
         writer.write_event(&ev, reader.symbols())?;
@@ -152,7 +152,7 @@ fn all(
 /// The event `id` with up to `before` events before it and `after` after
 /// it, at most `limit` in all.
 fn window(
-    reader: &mut Reader,
+    input: &mut Input,
     args: &ShowArgs,
     id: u64,
     before: usize,
@@ -160,6 +160,9 @@ fn window(
     limit: u64,
     writer: &mut dyn EventWriter,
 ) -> anyhow::Result<u64> {
+    let Some(reader) = input.source().binary() else {
+        return window_in_order(input, args, id, before, after, limit, writer);
+    };
     let index = reader.index()?.clone();
     let no_such_event = || {
         let range = match index.id_range() {
@@ -222,6 +225,65 @@ fn window(
             break;
         }
         let Some(ev) = reader.next_event() else { break };
+        writer.write_event(&ev, reader.symbols())?;
+        shown += 1;
+    }
+    Ok(shown)
+}
+
+/// [`window`] for a trace without an index (XML): read from the start,
+/// keeping the last `before` events.
+fn window_in_order(
+    reader: &mut Input,
+    args: &ShowArgs,
+    id: u64,
+    before: usize,
+    after: usize,
+    limit: u64,
+    writer: &mut dyn EventWriter,
+) -> anyhow::Result<u64> {
+    let mut ring: VecDeque<Event> = VecDeque::with_capacity(before + 1);
+    let found = loop {
+        match reader.next_event()? {
+            None => break false,
+            Some(ev) if ev.id == id => {
+                ring.push_back(ev);
+                break true;
+            }
+            Some(ev) => {
+                if before > 0 {
+                    if ring.len() == before {
+                        ring.pop_front();
+                    }
+                    ring.push_back(ev);
+                }
+            }
+        }
+    };
+    if !found {
+        return Err(hinted(
+            format!("no event with id {id} in {}", args.file.display()),
+            format!(
+                "list the ids with: vmview show {} --format jsonl | jq .id",
+                args.file.display()
+            ),
+        ));
+    }
+    let mut shown = 0;
+    for ev in &ring {
+        if shown == limit {
+            return Ok(shown);
+        }
+        writer.write_event(ev, reader.symbols())?;
+        shown += 1;
+    }
+    for _ in 0..after {
+        if shown == limit {
+            break;
+        }
+        let Some(ev) = reader.next_event()? else {
+            break;
+        };
         writer.write_event(&ev, reader.symbols())?;
         shown += 1;
     }

@@ -13,7 +13,8 @@ use clap::{Args, ValueEnum};
 use serde_json::{json, Value as Json};
 use vmview_analysis::{EventSink, MethodStats, StatsBuilder, TraceStats};
 use vmview_export::names::{duration_display, hash_hex};
-use vmview_format::{DiagnosticKind, TraceHeader};
+use vmview_format::parallel::ordered_map_fold;
+use vmview_format::{DiagnosticKind, SymbolTable, TraceHeader};
 
 use crate::trace;
 
@@ -35,7 +36,7 @@ Examples:
 #[derive(Args)]
 #[command(about = "Summarise a trace: events, threads, methods, exceptions, locks", long_about = LONG_ABOUT, after_long_help = EXAMPLES)]
 pub struct StatsArgs {
-    /// The trace file (.vmv).
+    /// The trace: binary (.vmv) or XML.
     file: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -71,14 +72,18 @@ impl FileFacts {
 
 pub fn run(args: &StatsArgs) -> anyhow::Result<ExitCode> {
     crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
-    let mut reader = trace::open(&args.file)?;
-    let mut builder = StatsBuilder::new();
-    while let Some(ev) = reader.next_event() {
-        builder.event(&ev, reader.symbols());
-    }
+    let mut reader = trace::Input::open(&args.file)?;
+    let builder = match in_parallel(&mut reader) {
+        Some(b) => b,
+        None => {
+            reader
+                .fold(StatsBuilder::new, |b, ev, syms| b.event(ev, syms))?
+                .0
+        }
+    };
     let stats = builder.finish();
     // The index is known after a full read, rebuilt if the footer is missing.
-    let chunks_total = reader.index().map(|i| i.chunks.len()).unwrap_or(0);
+    let chunks_total = reader.chunk_count().unwrap_or(0);
     let diags = reader.diagnostics().to_vec();
     let facts = FileFacts {
         bytes: std::fs::metadata(&args.file).map(|m| m.len()).unwrap_or(0),
@@ -121,6 +126,33 @@ pub fn run(args: &StatsArgs) -> anyhow::Result<ExitCode> {
     written.and_then(|()| out.flush())?;
     trace::warn_diagnostics(&diags, stats.events);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The statistics of a clean binary trace, each chunk's computed on a pool
+/// thread from lazily decoded events (the numbers use no value) and merged
+/// in trace order; `None` when the trace must be read in order.
+fn in_parallel(reader: &mut trace::Input) -> Option<StatsBuilder> {
+    let (cf, threads) = reader.parallel()?;
+    let mut total = StatsBuilder::new();
+    let whole = ordered_map_fold(
+        threads,
+        cf.chunks().len(),
+        threads * trace::CHUNKS_IN_FLIGHT_PER_THREAD,
+        |i| {
+            let mut part = StatsBuilder::partial();
+            let mut syms = SymbolTable::default();
+            cf.for_each_event(i, true, &mut syms, |ev, syms| part.event(&ev, syms))
+                .map(|()| part)
+        },
+        |part| match part {
+            Ok(p) => {
+                total.merge(p);
+                true
+            }
+            Err(_) => false,
+        },
+    );
+    whole.then_some(total)
 }
 
 fn render_text(args: &StatsArgs, s: &TraceStats, f: &FileFacts) -> String {

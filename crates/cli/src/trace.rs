@@ -1,16 +1,189 @@
-//! Opening trace files with messages a user can act on, and reporting what
-//! the reader had to work around.
+//! Opening trace files with messages a user can act on, reading them on
+//! every core where the trace allows, and reporting what the reader had to
+//! work around.
+//!
+//! Every command that reads a trace opens it with [`Input::open`], which
+//! takes any kind the library's `TraceSource` reads (binary or XML), and
+//! aggregating commands go through [`Input::fold`], which decodes a clean
+//! binary trace chunk by chunk on a thread pool and folds the events in
+//! file order on this thread, or reads in order otherwise. Both paths hand
+//! the fold the same events in the same order, so output is identical.
 
 use std::fs::File;
 use std::io::{self, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use vmview_format::{Diagnostic, DiagnosticKind, FormatError, TraceReader};
+use vmview_export::{SourceError, TraceSource};
+use vmview_format::parallel::{decode_threads, ordered_map_fold, ChunkFile};
+use vmview_format::{Diagnostic, DiagnosticKind, Event, FormatError, SymbolTable, TraceReader};
 
 use crate::error::hinted;
 
 pub type Reader = TraceReader<BufReader<File>>;
+
+/// Chunks decoded ahead of the fold, per decoding thread: enough to keep
+/// every thread busy while the fold catches up, few enough that memory
+/// stays a few chunks' worth of events.
+pub const CHUNKS_IN_FLIGHT_PER_THREAD: usize = 2;
+
+/// A trace of any kind, opened for a command.
+pub struct Input {
+    src: TraceSource,
+    path: PathBuf,
+    /// The symbols a parallel read gathered (the source itself read nothing).
+    gathered: Option<SymbolTable>,
+}
+
+impl Input {
+    /// Opens a binary or XML trace, with errors a user can act on.
+    pub fn open(path: &Path) -> anyhow::Result<Input> {
+        let src = match TraceSource::open(path) {
+            Ok(s) => s,
+            Err(SourceError::Binary(_)) => {
+                // The binary reader's errors, in words.
+                return Err(open(path).err().unwrap_or_else(|| not_a_trace(path)));
+            }
+            Err(e) => return Err(source_error(e)),
+        };
+        Ok(Input {
+            src,
+            path: path.to_path_buf(),
+            gathered: None,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn source(&mut self) -> &mut TraceSource {
+        &mut self.src
+    }
+
+    /// Bytes of input consumed, for progress.
+    pub fn position(&self) -> u64 {
+        self.src.position()
+    }
+
+    pub fn is_binary(&self) -> bool {
+        matches!(self.src, TraceSource::Binary(_))
+    }
+
+    pub fn header(&self) -> &vmview_format::TraceHeader {
+        self.src.header()
+    }
+
+    /// Symbols of every event read so far.
+    pub fn symbols(&self) -> &SymbolTable {
+        self.gathered.as_ref().unwrap_or_else(|| self.src.symbols())
+    }
+
+    /// The next event in order; an error only for a malformed XML document.
+    #[inline]
+    pub fn next_event(&mut self) -> anyhow::Result<Option<Event>> {
+        self.src.next_event().map_err(source_error)
+    }
+
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        self.src.diagnostics()
+    }
+
+    /// The index of a binary trace (`None` for XML).
+    pub fn chunk_count(&mut self) -> Option<usize> {
+        self.src.binary()?.index().ok().map(|i| i.chunks.len())
+    }
+
+    /// Reports what the binary reader had to work around.
+    pub fn warn(&self, events: u64) {
+        warn_diagnostics(self.src.diagnostics(), events);
+    }
+
+    /// Chunk-level access and the number of threads to decode on, when the
+    /// trace can be decoded in parallel (a clean binary trace, more than
+    /// one decoding thread); `None` means: read it in order.
+    pub fn parallel(&mut self) -> Option<(ChunkFile, usize)> {
+        let threads = decode_threads();
+        if threads <= 1 {
+            return None;
+        }
+        Some((self.src.chunk_file(&self.path)?, threads))
+    }
+
+    /// Feeds every event, in trace order, to `f` with a state made by
+    /// `init`; returns the state and the number of events. A clean binary
+    /// trace is decoded on [`decode_threads`] threads (a chunk at a time,
+    /// [`CHUNKS_IN_FLIGHT_PER_THREAD`] per thread in flight); should a
+    /// chunk turn out damaged, the state is made anew and the trace read
+    /// in order, so the result is always the sequential reader's.
+    pub fn fold<S>(
+        &mut self,
+        mut init: impl FnMut() -> S,
+        mut f: impl FnMut(&mut S, &Event, &SymbolTable),
+    ) -> anyhow::Result<(S, u64)> {
+        {
+            if let Some((cf, threads)) = self.parallel() {
+                let mut state = init();
+                let mut syms = SymbolTable::default();
+                let mut n = 0u64;
+                let whole = ordered_map_fold(
+                    threads,
+                    cf.chunks().len(),
+                    threads * CHUNKS_IN_FLIGHT_PER_THREAD,
+                    |i| cf.decode(i),
+                    |chunk| match chunk {
+                        Ok(c) => {
+                            syms.absorb(c.symbols);
+                            for ev in &c.events {
+                                f(&mut state, ev, &syms);
+                            }
+                            n += c.events.len() as u64;
+                            true
+                        }
+                        Err(_) => false,
+                    },
+                );
+                if whole {
+                    self.gathered = Some(syms);
+                    return Ok((state, n));
+                }
+                // A chunk the index vouched for is damaged: start over in
+                // order, so the reader reports it as it always does.
+                self.src = TraceSource::open(&self.path).map_err(source_error)?;
+            }
+        }
+        let mut state = init();
+        let mut n = 0u64;
+        while let Some(ev) = self.next_event()? {
+            f(&mut state, &ev, self.src.symbols());
+            n += 1;
+        }
+        Ok((state, n))
+    }
+}
+
+/// A source error in words; an XML one as `FILE:LINE:COLUMN: message`.
+pub fn source_error(e: SourceError) -> anyhow::Error {
+    match e {
+        SourceError::Xml { path, error } => xml_error(&path, &error),
+        SourceError::Binary(e) => anyhow::Error::new(e),
+        SourceError::Io { path, error } => {
+            anyhow::Error::new(error).context(format!("cannot open {}", path.display()))
+        }
+    }
+}
+
+/// An XML error as `FILE:LINE:COLUMN: message`.
+pub fn xml_error(path: &Path, e: &vmview_export::XmlError) -> anyhow::Error {
+    let place = File::open(path)
+        .and_then(|f| vmview_export::xml_reader::line_column(f, e.offset))
+        .map(|(l, c)| format!("{}:{l}:{c}", path.display()))
+        .unwrap_or_else(|_| format!("{} (byte {})", path.display(), e.offset));
+    hinted(
+        format!("{place}: {}", e.message),
+        "vmview reads XML traces in the shape of docs/vmview.dtd (what `vmview export --format xml` writes)",
+    )
+}
 
 /// Opens a trace, turning the reader's errors into one sentence and a hint.
 pub fn open(path: &Path) -> anyhow::Result<Reader> {
@@ -86,5 +259,59 @@ pub fn warn_diagnostics(diags: &[Diagnostic], events_read: u64) {
     }
     if damaged > 0 {
         say!("vmview: warning: {damaged} damaged chunk(s) skipped; {events_read} events read");
+    }
+}
+
+/// A binary trace for commands that need random access (the browser view
+/// reads chunks by position): the trace itself when it is binary, else a
+/// binary copy of it in the temporary directory, removed on drop.
+pub struct BinaryTrace {
+    pub path: PathBuf,
+    temporary: bool,
+}
+
+impl BinaryTrace {
+    pub fn of(path: &Path) -> anyhow::Result<BinaryTrace> {
+        let mut input = Input::open(path)?;
+        if input.is_binary() {
+            return Ok(BinaryTrace {
+                path: path.to_path_buf(),
+                temporary: false,
+            });
+        }
+        let stem = path
+            .file_stem()
+            .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
+        let copy = std::env::temp_dir().join(format!("vmview-{}-{stem}.vmv", std::process::id()));
+        let out = BinaryTrace {
+            path: copy.clone(),
+            temporary: true,
+        };
+        let file =
+            File::create(&copy).with_context(|| format!("cannot create {}", copy.display()))?;
+        let header = input.header().clone();
+        let mut w = vmview_filter::SubsetWriter::new(io::BufWriter::new(file), &header)?;
+        while let Some(ev) = input.next_event()? {
+            for m in input.source().take_redefined() {
+                w.forget_method(m);
+            }
+            w.write(&ev, input.symbols()).with_context(|| {
+                format!(
+                    "cannot convert {} to a binary trace at event {}",
+                    path.display(),
+                    ev.id
+                )
+            })?;
+        }
+        io::Write::flush(&mut w.finish()?)?;
+        Ok(out)
+    }
+}
+
+impl Drop for BinaryTrace {
+    fn drop(&mut self) {
+        if self.temporary {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }

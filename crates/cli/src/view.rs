@@ -27,7 +27,7 @@ Examples:
     after_long_help = EXAMPLES
 )]
 pub struct ViewArgs {
-    /// The trace file (.vmv).
+    /// The trace: binary (.vmv) or XML.
     trace: PathBuf,
     /// Where to write the report (default: the trace's name with .html).
     #[arg(short, long, value_name = "FILE")]
@@ -44,7 +44,8 @@ pub fn run(args: &ViewArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| args.trace.with_extension("html"));
     crate::overwrite::refuse_input_as_output(&[&args.trace], Some(&out))?;
-    let mut reader = trace::open(&args.trace)?;
+    let binary = trace::BinaryTrace::of(&args.trace)?;
+    let mut reader = trace::open(&binary.path)?;
     let title = args.trace.file_name().map_or_else(
         || args.trace.display().to_string(),
         |n| n.to_string_lossy().into_owned(),

@@ -23,6 +23,7 @@ mod periods;
 mod reaction_servers;
 mod reaction_timing;
 mod reactions;
+mod reading;
 mod recording;
 mod recovery;
 mod report_regex;

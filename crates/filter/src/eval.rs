@@ -244,6 +244,33 @@ impl EventFilter {
         bounds(&self.root, Field::Time)
     }
 
+    /// Does the expression read a parameter value, a returned value or an
+    /// exception message? When not, events decoded lazily (without those:
+    /// `ChunkFile::for_each_event` with `skip_values`) match exactly as
+    /// fully decoded ones do.
+    pub fn needs_values(&self) -> bool {
+        fn reads_values(n: &Node) -> bool {
+            let value_field = |f: &Field| {
+                matches!(
+                    f,
+                    Field::Value | Field::Param | Field::ParamName | Field::Message
+                )
+            };
+            match n {
+                Node::And(v) | Node::Or(v) => v.iter().any(reads_values),
+                Node::Not(n) => reads_values(n),
+                Node::Const(_) | Node::Types(_) => false,
+                Node::Symbol { field, .. }
+                | Node::Absent(field)
+                | Node::Text { field, .. }
+                | Node::Number { field, .. }
+                | Node::Bool { field, .. }
+                | Node::Value { field, .. } => value_field(field),
+            }
+        }
+        reads_values(&self.root)
+    }
+
     /// The event types that can match (bit = index in `EVENT_TYPE_NAMES`),
     /// from the top-level `&&` terms.
     pub fn type_mask(&self) -> u32 {

@@ -30,9 +30,11 @@
 
 mod eval;
 pub mod fields;
+mod merge;
 mod parse;
 mod subset;
 
 pub use eval::EventFilter;
+pub use merge::MergeWriter;
 pub use parse::{ParseError, MAX_NESTING};
 pub use subset::SubsetWriter;

@@ -11,9 +11,10 @@
 use std::collections::HashSet;
 use std::io::Write;
 
+use vmview_format::handles::{map_event, HandleMap};
 use vmview_format::{
-    Event, EventKind, FormatError, MethodId, Outcome, StackId, StringId, Symbol, SymbolTable,
-    ThreadRef, TraceHeader, TraceWriter, Value,
+    Event, FormatError, MethodId, StackId, StringId, Symbol, SymbolTable, ThreadRef, TraceHeader,
+    TraceWriter,
 };
 
 /// Handles already defined in the output.
@@ -59,8 +60,18 @@ impl<W: Write> SubsetWriter<W> {
     /// Writes the file header (give it the input's header plus whatever
     /// says where the subset came from).
     pub fn new(out: W, header: &TraceHeader) -> Result<Self, FormatError> {
+        Self::with_chunk_size(out, header, vmview_format::DEFAULT_CHUNK_BYTES)
+    }
+
+    /// Like `new` with another chunk payload size target (bytes), as
+    /// [`TraceWriter::with_chunk_size`].
+    pub fn with_chunk_size(
+        out: W,
+        header: &TraceHeader,
+        chunk_bytes: usize,
+    ) -> Result<Self, FormatError> {
         Ok(SubsetWriter {
-            out: TraceWriter::new(out, header)?,
+            out: TraceWriter::with_chunk_size(out, header, chunk_bytes)?,
             strings: Defined::default(),
             methods: Defined::default(),
             threads: Defined::default(),
@@ -76,97 +87,9 @@ impl<W: Write> SubsetWriter<W> {
     /// Writes `ev` (ids must increase), first defining the symbols it uses
     /// from `syms`.
     pub fn write(&mut self, ev: &Event, syms: &SymbolTable) -> Result<(), FormatError> {
-        self.thread(ev.thread, syms);
-        match &ev.kind {
-            EventKind::ThreadStart | EventKind::ThreadEnd | EventKind::GcStart => {}
-            EventKind::GcFinish { .. } | EventKind::Dropped { .. } => {}
-            EventKind::TraceWindow { .. }
-            | EventKind::PeriodEnd { .. }
-            | EventKind::Calibration { .. } => {}
-            EventKind::PeriodStart { stack, .. } => self.stack(*stack, syms),
-            EventKind::MonitorEnter { monitor, .. } | EventKind::MonitorExit { monitor, .. } => {
-                self.string(monitor.class, syms)
-            }
-            EventKind::Bytecode { method, insn, .. } => {
-                self.method(*method, syms);
-                self.string(*insn, syms);
-            }
-            EventKind::ReactionHandlers {
-                handlers, skipped, ..
-            } => {
-                for m in handlers.iter().chain(skipped) {
-                    self.method(*m, syms);
-                }
-            }
-            EventKind::Sample {
-                stack, monitors, ..
-            } => {
-                self.stack(*stack, syms);
-                for (m, _) in monitors {
-                    self.string(m.class, syms);
-                }
-            }
-            EventKind::ClassLoad {
-                class,
-                loader,
-                source,
-            } => {
-                self.string(*class, syms);
-                self.string(*loader, syms);
-                self.string(*source, syms);
-            }
-            EventKind::Call {
-                method,
-                caller,
-                params,
-                ..
-            } => {
-                self.method(*method, syms);
-                if let Some((m, _)) = caller {
-                    self.method(*m, syms);
-                }
-                for v in params {
-                    self.value(v, syms);
-                }
-            }
-            EventKind::Return {
-                method, outcome, ..
-            } => {
-                self.method(*method, syms);
-                match outcome {
-                    Outcome::Value(v) => self.value(v, syms),
-                    Outcome::Exception { class } => self.string(*class, syms),
-                    Outcome::Void => {}
-                }
-            }
-            EventKind::Throw {
-                exception,
-                method,
-                catch,
-                ..
-            } => {
-                self.string(*exception, syms);
-                self.method(*method, syms);
-                if let Some((m, _)) = catch {
-                    self.method(*m, syms);
-                }
-            }
-            EventKind::Catch {
-                exception, method, ..
-            } => {
-                self.string(*exception, syms);
-                self.method(*method, syms);
-            }
-            EventKind::MonitorContendedEnter { monitor, owner } => {
-                self.string(monitor.class, syms);
-                if let Some(o) = owner {
-                    self.thread(*o, syms);
-                }
-            }
-            EventKind::MonitorContendedEntered { monitor, .. }
-            | EventKind::MonitorWait { monitor, .. }
-            | EventKind::MonitorWaited { monitor, .. } => self.string(monitor.class, syms),
-        }
+        // The handle walk maps in place; on a copy it only visits.
+        let mut copy = ev.clone();
+        map_event(&mut copy, &mut Define { w: self, syms });
         self.out.write(ev)
     }
 
@@ -231,15 +154,29 @@ impl<W: Write> SubsetWriter<W> {
             self.out.define(Symbol::Thread(sym.clone()));
         }
     }
+}
 
-    fn value(&mut self, v: &Value, syms: &SymbolTable) {
-        match v {
-            Value::Boxed { class, value } => {
-                self.string(*class, syms);
-                self.value(value, syms);
-            }
-            Value::Array { class, .. } | Value::Object { class, .. } => self.string(*class, syms),
-            _ => {}
-        }
+/// Defines, in the subset, the symbol of each handle the walk visits.
+struct Define<'a, W: Write> {
+    w: &'a mut SubsetWriter<W>,
+    syms: &'a SymbolTable,
+}
+
+impl<W: Write> HandleMap for Define<'_, W> {
+    fn string(&mut self, id: StringId) -> StringId {
+        self.w.string(id, self.syms);
+        id
+    }
+    fn method(&mut self, id: MethodId) -> MethodId {
+        self.w.method(id, self.syms);
+        id
+    }
+    fn thread(&mut self, id: ThreadRef) -> ThreadRef {
+        self.w.thread(id, self.syms);
+        id
+    }
+    fn stack(&mut self, id: StackId) -> StackId {
+        self.w.stack(id, self.syms);
+        id
     }
 }

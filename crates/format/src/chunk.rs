@@ -35,6 +35,11 @@ pub(crate) struct ChunkDecoder {
     pub first_id: Option<u64>,
     pub last_id: Option<u64>,
     error: Option<Malformed>,
+    /// Lazy decode: parameter values, returned values and exception
+    /// messages are stepped over without being built (params come back
+    /// empty, a returned value as `Value::Unavailable`, a message as
+    /// `None`), for readers that test only types, threads and symbols.
+    pub skip_values: bool,
 }
 
 impl ChunkDecoder {
@@ -154,7 +159,13 @@ impl ChunkDecoder {
                     } else {
                         None
                     };
-                    let params = if x & CALL_PARAMS != 0 {
+                    let params = if x & CALL_PARAMS != 0 && self.skip_values {
+                        let n = c.count(1)?;
+                        for _ in 0..n {
+                            skip_value(&mut c, 0)?;
+                        }
+                        Vec::new()
+                    } else if x & CALL_PARAMS != 0 {
                         let n = c.count(1)?;
                         let mut v = Vec::with_capacity(n.min(PREALLOC_LIMIT));
                         for _ in 0..n {
@@ -213,6 +224,10 @@ impl ChunkDecoder {
                     };
                     let outcome = match (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT {
                         0 => Outcome::Void,
+                        1 if self.skip_values => {
+                            skip_value(&mut c, 0)?;
+                            Outcome::Value(Value::Unavailable)
+                        }
                         1 => Outcome::Value(read_value(&mut c, 0)?),
                         2 => Outcome::Exception {
                             class: StringId(c.u32()?),
@@ -265,7 +280,7 @@ impl ChunkDecoder {
                         insn: StringId(c.u32()?),
                     }
                 }
-                _ => read_other_event(&mut c, op, kind_flag, self.pos)?,
+                _ => read_other_event(&mut c, op, kind_flag, self.pos, self.skip_values)?,
             };
 
             self.pos = c.pos();
@@ -293,6 +308,7 @@ fn read_other_event(
     op: u8,
     kind_flag: bool,
     record_at: usize,
+    skip_values: bool,
 ) -> Result<EventKind, Malformed> {
     let no_flag = |c: &Cursor| {
         if kind_flag {
@@ -330,7 +346,7 @@ fn read_other_event(
                         offset: at,
                         what: "a UTF-8 exception message",
                     })?;
-                    Some(s.to_owned())
+                    (!skip_values).then(|| s.to_owned())
                 }
             };
             let method = MethodId(c.u32()?);
@@ -594,6 +610,81 @@ fn read_value(c: &mut Cursor, nesting: u32) -> Result<Value, Malformed> {
         }
     };
     Ok(v)
+}
+
+/// Steps over a string as `Cursor::string` reads it, checking its UTF-8.
+fn skip_string(c: &mut Cursor) -> Result<(), Malformed> {
+    let n = c.count(1)?;
+    let at = c.pos();
+    let b = c.bytes(n)?;
+    if std::str::from_utf8(b).is_err() {
+        return Err(Malformed {
+            offset: at,
+            what: "UTF-8 text",
+        });
+    }
+    Ok(())
+}
+
+/// Steps over one value as [`read_value`] would read it, building nothing.
+fn skip_value(c: &mut Cursor, nesting: u32) -> Result<(), Malformed> {
+    let at = c.pos();
+    match c.u8()? {
+        V_NULL | V_FALSE | V_TRUE | V_UNAVAILABLE => {}
+        // The same range checks as `read_value`, so a chunk is damaged in
+        // exactly the same places whichever way it is read.
+        V_BYTE => {
+            i8::try_from(c.i64()?).map_err(|_| c.err("a byte value"))?;
+        }
+        V_CHAR => {
+            u16::try_from(c.u64()?).map_err(|_| c.err("a char value"))?;
+        }
+        V_SHORT => {
+            i16::try_from(c.i64()?).map_err(|_| c.err("a short value"))?;
+        }
+        V_INT => {
+            c.i32()?;
+        }
+        V_LONG => {
+            c.i64()?;
+        }
+        V_FLOAT => {
+            c.fixed_u32()?;
+        }
+        V_DOUBLE => {
+            c.fixed_u64()?;
+        }
+        V_STR => skip_string(c)?,
+        V_STR_CUT => {
+            c.u32()?;
+            skip_string(c)?;
+        }
+        V_BOXED => {
+            if nesting >= MAX_VALUE_NESTING {
+                return Err(Malformed {
+                    offset: at,
+                    what: "boxed values nested at most 8 deep",
+                });
+            }
+            c.u32()?;
+            skip_value(c, nesting + 1)?;
+        }
+        V_ARRAY => {
+            c.u32()?;
+            c.u32()?;
+        }
+        V_OBJECT => {
+            c.u32()?;
+            c.fixed_u32()?;
+        }
+        _ => {
+            return Err(Malformed {
+                offset: at,
+                what: "a known value tag",
+            })
+        }
+    }
+    Ok(())
 }
 
 #[cold]

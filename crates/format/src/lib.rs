@@ -14,6 +14,8 @@
 #![forbid(unsafe_code)]
 
 pub mod event;
+pub mod handles;
+pub mod parallel;
 pub mod symbols;
 
 mod chunk;
@@ -177,6 +179,17 @@ impl SymbolTable {
             Symbol::Stack(s) => self.stacks.insert(s.id.0, s),
         }
     }
+    /// Adds every symbol of `other` (a chunk's table, decoded on its own),
+    /// replacing what this table has under the same handle.
+    pub fn absorb(&mut self, other: SymbolTable) {
+        other
+            .strings
+            .drain(|id, text| self.strings.insert(id, text));
+        other.methods.drain(|id, m| self.methods.insert(id, m));
+        other.threads.drain(|id, t| self.threads.insert(id, t));
+        other.stacks.drain(|id, s| self.stacks.insert(id, s));
+    }
+
     /// The string, or `"?"` when the trace never defined it (damaged chunk).
     pub fn string(&self, id: StringId) -> &str {
         self.strings.get(id.0).map_or("?", |s| s.as_str())

@@ -387,6 +387,46 @@ impl<R: Read + Seek> TraceReader<R> {
         self.disorder = None;
     }
 
+    /// The chunks of a trace that reads cleanly from front to back by its
+    /// index alone: no diagnostic so far, an intact footer whose chunks lie
+    /// end to end from the file header to the footer. Only then does
+    /// decoding the listed chunks independently give exactly what
+    /// `next_event` would (a damaged or unfinished trace needs the
+    /// sequential reader's recovery). Neither moves the reader nor adds a
+    /// diagnostic.
+    pub fn clean_chunks(&mut self) -> Option<Vec<ChunkInfo>> {
+        if !self.diagnostics.is_empty() {
+            return None;
+        }
+        let found = (|| -> io::Result<Option<Vec<ChunkInfo>>> {
+            let len = self.file_len()?;
+            if len < self.chunks_start + TRAILER_LEN as u64 {
+                return Ok(None);
+            }
+            let mut t = [0u8; TRAILER_LEN];
+            if self.read_at(len - TRAILER_LEN as u64, &mut t)? < TRAILER_LEN {
+                return Ok(None);
+            }
+            let Some(footer) = decode_trailer(&t) else {
+                return Ok(None);
+            };
+            let Some(index) = self.index_from_footer()? else {
+                return Ok(None);
+            };
+            let mut end = self.chunks_start;
+            for c in &index.chunks {
+                if c.offset != end || c.event_count == 0 {
+                    return Ok(None);
+                }
+                end = c.offset + c.len;
+            }
+            Ok((end == footer).then_some(index.chunks))
+        })();
+        // The next `read_at` seeks to wherever the reader goes on from.
+        self.inner_pos = None;
+        found.ok().flatten()
+    }
+
     /// After a chunk decoded to its end: do its contents match its header?
     fn check_chunk_totals(&mut self) {
         let c = &self.chunk;

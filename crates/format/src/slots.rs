@@ -70,6 +70,18 @@ impl<T> Slots<T> {
         }
     }
 
+    /// Moves every entry out, with its handle.
+    pub(crate) fn drain(self, mut f: impl FnMut(u32, T)) {
+        for (i, x) in self.dense.into_iter().enumerate() {
+            if let Some(x) = x {
+                f(i as u32, x);
+            }
+        }
+        for (i, x) in self.sparse {
+            f(i, x);
+        }
+    }
+
     /// Calls `f` on every entry.
     pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(&mut T)) {
         self.dense.iter_mut().flatten().for_each(&mut f);

@@ -1,0 +1,235 @@
+//! Chunk-level access, for decoding a trace on every core.
+//!
+//! Chunks are self-contained (each repeats the symbol records its events
+//! use, and the per-thread prediction state restarts at each), so any chunk
+//! decodes alone, into its own symbol table. [`ChunkFile`] reads one chunk
+//! by position, from any thread, and [`ordered_map_fold`] is the engine the
+//! aggregating commands share: chunks are decoded (and mapped to a partial
+//! result) on a thread pool, a bounded window of them in flight, and the
+//! partial results are folded *in file order* on the calling thread, which
+//! is where state that crosses chunks (a thread's open calls) lives. The
+//! fold sees exactly the sequence the sequential reader would give, so the
+//! output is the same byte for byte.
+//!
+//! Only a trace that reads cleanly is taken apart this way
+//! ([`TraceReader::clean_chunks`]); a damaged one goes through the
+//! sequential reader, whose recovery and diagnostics stay the reference.
+//! A chunk that turns out damaged after all makes the chunk read fail, and
+//! the caller starts over sequentially.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+
+use crate::chunk::ChunkDecoder;
+use crate::wire::{ChunkHeader, CHUNK_HEADER_LEN, FORMAT_VERSION};
+use crate::{ChunkInfo, Event, FormatError, SymbolTable, TraceHeader, TraceReader};
+
+/// A chunk could not be read as its index entry promised: the caller falls
+/// back to the sequential reader, which reports what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkFault {
+    pub seq: u32,
+    pub why: &'static str,
+}
+
+/// A clean binary trace, its chunks readable independently and concurrently.
+#[derive(Debug)]
+pub struct ChunkFile {
+    file: File,
+    header: TraceHeader,
+    chunks: Vec<ChunkInfo>,
+}
+
+impl ChunkFile {
+    /// `Ok(None)` when the trace does not read cleanly by its index (see
+    /// [`TraceReader::clean_chunks`]): read it with a `TraceReader`.
+    pub fn open(path: &Path) -> Result<Option<ChunkFile>, FormatError> {
+        let mut reader = TraceReader::open(path)?;
+        let Some(chunks) = reader.clean_chunks() else {
+            return Ok(None);
+        };
+        Ok(Some(ChunkFile {
+            file: File::open(path)?,
+            header: reader.header().clone(),
+            chunks,
+        }))
+    }
+
+    pub fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+
+    /// The chunks, in file order (the index footer's entries).
+    pub fn chunks(&self) -> &[ChunkInfo] {
+        &self.chunks
+    }
+
+    /// Decodes chunk `i` (a position in [`chunks`](Self::chunks)), adding
+    /// its symbol records to `symbols` and calling `f` on each event with
+    /// the table as it stands then. With `skip_values`, parameter values,
+    /// returned values and exception messages are stepped over unbuilt
+    /// (see `ChunkDecoder::skip_values`): what a filter that tests only
+    /// types, threads and symbols needs.
+    pub fn for_each_event(
+        &self,
+        i: usize,
+        skip_values: bool,
+        symbols: &mut SymbolTable,
+        mut f: impl FnMut(Event, &SymbolTable),
+    ) -> Result<(), ChunkFault> {
+        let info = &self.chunks[i];
+        let fault = |why| ChunkFault { seq: info.seq, why };
+        let mut hb = [0u8; CHUNK_HEADER_LEN];
+        self.file
+            .read_exact_at(&mut hb, info.offset)
+            .map_err(|_| fault("its header cannot be read"))?;
+        let h = ChunkHeader::decode(&hb).map_err(|_| fault("its header is damaged"))?;
+        if h.info(info.offset) != *info {
+            return Err(fault("its header disagrees with the index"));
+        }
+        if h.version != FORMAT_VERSION {
+            return Err(fault("it is in another format version"));
+        }
+        // Each pool thread keeps its decoder, and so its payload buffer:
+        // a fresh megabyte per chunk cost more in page faults than the
+        // decoding of some chunks.
+        thread_local! {
+            static DECODER: std::cell::RefCell<ChunkDecoder> = Default::default();
+        }
+        DECODER.with(|cell| {
+            let mut dec = cell.take();
+            let r = (|| {
+                dec.skip_values = skip_values;
+                dec.payload.resize(h.payload_len as usize, 0);
+                self.file
+                    .read_exact_at(&mut dec.payload, info.offset + CHUNK_HEADER_LEN as u64)
+                    .map_err(|_| fault("its payload cannot be read"))?;
+                if crc32c::crc32c(&dec.payload) != h.payload_crc {
+                    return Err(fault("its payload fails its checksum"));
+                }
+                dec.start(h, info.offset);
+                while let Some(ev) = dec.next(symbols) {
+                    f(ev, symbols);
+                }
+                if dec.take_error().is_some() {
+                    return Err(fault("its payload cannot be decoded"));
+                }
+                let totals_match = dec.decoded == h.event_count
+                    && dec.first_id == Some(h.first_id)
+                    && dec.last_id == Some(h.last_id);
+                if !totals_match {
+                    return Err(fault("its events disagree with its header"));
+                }
+                Ok(())
+            })();
+            cell.replace(dec);
+            r
+        })
+    }
+
+    /// Decodes chunk `i` into its symbol table and events.
+    pub fn decode(&self, i: usize) -> Result<DecodedChunk, ChunkFault> {
+        let mut symbols = SymbolTable::default();
+        let mut events = Vec::with_capacity(self.chunks[i].event_count.min(1 << 20) as usize);
+        self.for_each_event(i, false, &mut symbols, |ev, _| events.push(ev))?;
+        Ok(DecodedChunk { symbols, events })
+    }
+}
+
+/// One chunk's symbols and events, decoded.
+#[derive(Debug, Default)]
+pub struct DecodedChunk {
+    pub symbols: SymbolTable,
+    pub events: Vec<Event>,
+}
+
+/// How many threads to decode on: `VMVIEW_THREADS` when set to a positive
+/// number, else the cores this process may run on.
+pub fn decode_threads() -> usize {
+    std::env::var("VMVIEW_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Runs `map` on `0..n` on `threads` pool threads, at most `window` items
+/// in flight (so memory is bounded by `window` partial results), and feeds
+/// the results to `fold` in index order on the calling thread. `fold`
+/// returning `false` stops the run: items not yet started are not mapped.
+/// Returns whether every item was folded.
+pub fn ordered_map_fold<T: Send>(
+    threads: usize,
+    n: usize,
+    window: usize,
+    map: impl Fn(usize) -> T + Sync,
+    mut fold: impl FnMut(T) -> bool,
+) -> bool {
+    let pool = match rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .thread_name(|i| format!("vmview-decode-{i}"))
+        .build()
+    {
+        Ok(p) => p,
+        Err(_) => {
+            // No threads to be had: the same work, here.
+            return (0..n).all(|i| fold(map(i)));
+        }
+    };
+    let window = window.max(1);
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = mpsc::channel::<(usize, Option<T>)>();
+    let (map, stop_ref) = (&map, &stop);
+    let mut completed = true;
+    pool.in_place_scope(|s| {
+        let spawn = |i: usize| {
+            let tx = tx.clone();
+            s.spawn(move |_| {
+                let r = (!stop_ref.load(Ordering::Relaxed)).then(|| map(i));
+                let _ = tx.send((i, r));
+            });
+        };
+        let mut next_spawn = 0;
+        while next_spawn < n.min(window) {
+            spawn(next_spawn);
+            next_spawn += 1;
+        }
+        // Results that arrived ahead of their turn, by index - next_fold.
+        let mut pending: VecDeque<Option<Option<T>>> = VecDeque::new();
+        let mut next_fold = 0;
+        while next_fold < n {
+            while !matches!(pending.front(), Some(Some(_))) {
+                let Ok((i, r)) = rx.recv() else { break };
+                let k = i - next_fold;
+                if pending.len() <= k {
+                    pending.resize_with(k + 1, || None);
+                }
+                pending[k] = Some(r);
+            }
+            let Some(Some(r)) = pending.pop_front() else {
+                completed = false;
+                break;
+            };
+            next_fold += 1;
+            let go_on = match r {
+                Some(r) => fold(r),
+                None => false,
+            };
+            if !go_on {
+                completed = false;
+                stop.store(true, Ordering::Relaxed);
+                break;
+            }
+            if next_spawn < n {
+                spawn(next_spawn);
+                next_spawn += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    completed
+}
