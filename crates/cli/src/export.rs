@@ -185,6 +185,7 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
         if let Some((cf, threads)) = reader.parallel() {
             let mut syms = vmview_format::SymbolTable::default();
             let mut failed: Option<anyhow::Error> = None;
+            let mut folded = 0usize;
             let whole = ordered_map_fold(
                 threads,
                 cf.chunks().len(),
@@ -202,6 +203,7 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
                         }
                     }
                     n += c.events.len() as u64;
+                    folded += 1;
                     progress.set(offset);
                     true
                 },
@@ -213,14 +215,12 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
                 writer.finish()?;
                 return Ok(());
             }
-            if n > 0 {
-                return Err(plain(format!(
-                    "{} has a damaged chunk that its index vouched for; rerun with \
-                     VMVIEW_THREADS=1 to read it in order, skipping the damage",
-                    args.file.display()
-                )));
+            // A chunk the index vouched for is damaged: read on in order
+            // from it, so its damage is skipped and reported as always.
+            let chunk = cf.chunks()[folded].clone();
+            if let Some(r) = reader.source().binary() {
+                r.seek_to_chunk(&chunk)?;
             }
-            reader = trace::Input::open(&args.file)?;
         }
         while let Some(ev) = reader.next_event()? {
             writer.write_event(&ev, reader.symbols())?;

@@ -21,7 +21,7 @@ use clap::{Args, ValueEnum};
 use vmview_export::{EventWriter, JsonlWriter, TextWriter, XmlWriter};
 use vmview_filter::{EventFilter, SubsetWriter};
 use vmview_format::parallel::{decode_threads, ordered_map_fold};
-use vmview_format::{Event, SymbolTable, TraceHeader};
+use vmview_format::{ChunkInfo, Event, SymbolTable, TraceHeader};
 
 use crate::error::{hinted, plain};
 use crate::export::output;
@@ -104,27 +104,45 @@ pub fn scan_matches(
         // A hand-written XML trace may list ids in any order: no early stop.
         last_id = u64::MAX;
     }
-    if let Some((done, _)) = scan_parallel(
-        input,
-        filter,
-        (first_id, last_id),
-        progress,
-        true,
-        &mut on_match,
-    )? {
-        progress.finish();
-        input.warn(done);
-        return Ok(());
-    }
-    input.source().set_type_mask(filter.type_mask());
-    let mut read: u64 = 0;
-    let result = (|| -> anyhow::Result<()> {
-        if !input
-            .source()
-            .skip_to(first_id)
-            .map_err(trace::source_error)?
-        {
+    let bounds = (first_id, last_id);
+    let resume = match scan_parallel(input, filter, bounds, progress, true, &mut on_match)? {
+        Parallel::Done { read, .. } => {
+            progress.finish();
+            input.warn(read);
             return Ok(());
+        }
+        Parallel::No => None,
+        Parallel::ResumeAt { chunk, read, .. } => Some((chunk, read)),
+    };
+    scan_in_order(input, filter, last_id, progress, resume, on_match)
+}
+
+/// The sequential scan of [`scan_matches`], from the start or, after a
+/// parallel scan met a damaged chunk, from that chunk on (having read
+/// `read` events before it).
+fn scan_in_order(
+    input: &mut Input,
+    filter: &mut EventFilter,
+    last_id: u64,
+    progress: &mut Progress,
+    resume: Option<(ChunkInfo, u64)>,
+    mut on_match: impl FnMut(&mut MatchCtx, &Event) -> anyhow::Result<bool>,
+) -> anyhow::Result<()> {
+    let first_id = filter.id_bounds().0;
+    input.source().set_type_mask(filter.type_mask());
+    let mut read: u64 = resume.as_ref().map_or(0, |r| r.1);
+    let result = (|| -> anyhow::Result<()> {
+        match (&resume, input.source().binary()) {
+            (Some((chunk, _)), Some(r)) => r.seek_to_chunk(chunk)?,
+            _ => {
+                if !input
+                    .source()
+                    .skip_to(first_id)
+                    .map_err(trace::source_error)?
+                {
+                    return Ok(());
+                }
+            }
         }
         while let Some(ev) = input.next_event()? {
             read += 1;
@@ -171,24 +189,37 @@ pub fn count_matches(
         last_id = u64::MAX;
     }
     let mut never = |_: &mut MatchCtx, _: &Event| Ok(true);
-    if let Some((done, hits)) = scan_parallel(
-        input,
-        filter,
-        (first_id, last_id),
-        progress,
-        false,
-        &mut never,
-    )? {
-        progress.finish();
-        input.warn(done);
-        return Ok(hits);
-    }
-    let mut hits = 0;
-    scan_matches(input, filter, progress, |_, _| {
+    let bounds = (first_id, last_id);
+    let (resume, mut hits) =
+        match scan_parallel(input, filter, bounds, progress, false, &mut never)? {
+            Parallel::Done { read, hits } => {
+                progress.finish();
+                input.warn(read);
+                return Ok(hits);
+            }
+            Parallel::No => (None, 0),
+            Parallel::ResumeAt { chunk, read, hits } => (Some((chunk, read)), hits),
+        };
+    scan_in_order(input, filter, last_id, progress, resume, |_, _| {
         hits += 1;
         Ok(true)
     })?;
     Ok(hits)
+}
+
+/// How a parallel scan ended.
+enum Parallel {
+    /// Every chunk scanned (or `on_match` said stop).
+    Done { read: u64, hits: u64 },
+    /// The trace must be read in order.
+    No,
+    /// A chunk the index vouched for is damaged: read on in order from it,
+    /// so its damage is skipped and reported as the sequential reader does.
+    ResumeAt {
+        chunk: ChunkInfo,
+        read: u64,
+        hits: u64,
+    },
 }
 
 /// One chunk's share of a parallel scan.
@@ -211,14 +242,14 @@ fn scan_parallel(
     progress: &mut Progress,
     keep: bool,
     on_match: &mut impl FnMut(&mut MatchCtx, &Event) -> anyhow::Result<bool>,
-) -> anyhow::Result<Option<(u64, u64)>> {
+) -> anyhow::Result<Parallel> {
     let threads = decode_threads();
     if threads <= 1 {
-        return Ok(None);
+        return Ok(Parallel::No);
     }
     let path = input.path().to_path_buf();
     let Some(cf) = input.source().chunk_file(&path) else {
-        return Ok(None);
+        return Ok(Parallel::No);
     };
     let chunks: Vec<usize> = (0..cf.chunks().len())
         .filter(|&i| {
@@ -292,6 +323,7 @@ fn scan_parallel(
     let (mut read, mut hits) = (0u64, 0u64);
     let mut failure: Option<anyhow::Error> = None;
     let mut stopped = false;
+    let mut folded = 0usize;
     let whole = ordered_map_fold(
         threads,
         chunks.len(),
@@ -301,6 +333,7 @@ fn scan_parallel(
             let Ok(c) = r else {
                 return false;
             };
+            folded += 1;
             read += c.read;
             hits += c.hits;
             progress.set(c.end);
@@ -332,18 +365,13 @@ fn scan_parallel(
         return Err(e);
     }
     if whole || stopped {
-        return Ok(Some((read, hits)));
+        return Ok(Parallel::Done { read, hits });
     }
-    if read == 0 {
-        // A damaged chunk before anything went out: read in order instead,
-        // so the damage is skipped and reported as usual.
-        return Ok(None);
-    }
-    Err(plain(format!(
-        "{} has a damaged chunk that its index vouched for, found after matches \
-         were written; rerun with VMVIEW_THREADS=1 to read it in order, skipping the damage",
-        path.display()
-    )))
+    Ok(Parallel::ResumeAt {
+        chunk: cf.chunks()[chunks[folded]].clone(),
+        read,
+        hits,
+    })
 }
 
 /// Parses an expression, or an error that shows it with a caret.

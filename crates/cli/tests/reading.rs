@@ -56,6 +56,9 @@ fn contention() -> &'static Recording {
 
 /// `trace` exported as XML beside it.
 fn as_xml(trace: &Path) -> PathBuf {
+    // Tests run in parallel: one exports, the others wait for it.
+    static EXPORTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = EXPORTING.lock().unwrap_or_else(|e| e.into_inner());
     let xml = trace.with_extension("xml");
     if !xml.exists() {
         let o = run(&[
@@ -339,4 +342,40 @@ fn parallel_decode_gives_the_sequential_output_byte_for_byte() {
         ],
         Some(&out),
     );
+}
+
+// A chunk whose payload fails its checksum under an intact index: the
+// parallel scans of search, filter and export once stopped there with an
+// error, where the sequential reader skips the chunk with a warning.
+#[test]
+fn parallel_decode_skips_a_damaged_chunk_as_the_sequential_reader_does() {
+    let src = many_chunks();
+    let t = src.with_file_name("flipped.vmv");
+    let mut bytes = std::fs::read(src).unwrap();
+    let index = vmview_format::TraceReader::open(src)
+        .unwrap()
+        .index()
+        .unwrap()
+        .clone();
+    // A byte inside the payload of a chunk in the middle.
+    let c = &index.chunks[index.chunks.len() / 2];
+    bytes[(c.offset + 60 + 10) as usize] ^= 0xff;
+    std::fs::write(&t, bytes).unwrap();
+    let p = path_str(&t);
+    for args in [
+        vec!["stats", p],
+        vec!["calltree", p],
+        vec!["search", "--count", p, "type == SAMPLE"],
+        vec!["search", p, "--format", "jsonl", "type == RETURN"],
+        vec!["filter", p, "--format", "jsonl", "type in [CALL, SAMPLE]"],
+        vec!["export", p, "--format", "jsonl"],
+    ] {
+        let one = vmview_with("1", &args);
+        assert!(
+            String::from_utf8_lossy(&one.stderr).contains("fails its checksum"),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&one.stderr)
+        );
+        same_in_parallel(&args, None);
+    }
 }
