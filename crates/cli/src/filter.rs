@@ -200,6 +200,11 @@ pub fn count_matches(
             Parallel::No => (None, 0),
             Parallel::ResumeAt { chunk, read, hits } => (Some((chunk, read)), hits),
         };
+    // Only counted: the values are read by the filter or by nothing.
+    let lazy = !filter.needs_values();
+    if let Some(r) = input.source().binary() {
+        r.set_skip_values(lazy);
+    }
     scan_in_order(input, filter, last_id, progress, resume, |_, _| {
         hits += 1;
         Ok(true)

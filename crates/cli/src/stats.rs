@@ -76,6 +76,10 @@ pub fn run(args: &StatsArgs) -> anyhow::Result<ExitCode> {
     let builder = match in_parallel(&mut reader) {
         Some(b) => b,
         None => {
+            // The statistics use no value: skip them while decoding.
+            if let Some(r) = reader.source().binary() {
+                r.set_skip_values(true);
+            }
             reader
                 .fold(StatsBuilder::new, |b, ev, syms| b.event(ev, syms))?
                 .0

@@ -308,6 +308,13 @@ impl<R: Read + Seek> TraceReader<R> {
         true
     }
 
+    /// Lazy decode from the next chunk on: parameter values, returned
+    /// values and exception messages are stepped over, not built (see
+    /// `ChunkDecoder::skip_values`), for readers that use none of them.
+    pub fn set_skip_values(&mut self, skip: bool) {
+        self.chunk.skip_values = skip;
+    }
+
     /// Symbols seen so far (all those needed by events returned so far).
     pub fn symbols(&self) -> &SymbolTable {
         &self.symbols
