@@ -14,6 +14,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use serde::ser::{SerializeStruct, Serializer};
+use serde::Serialize;
 use vmview_format::{Event, EventKind, Monitor, SymbolTable, ThreadRef};
 
 use crate::EventSink;
@@ -66,7 +68,7 @@ pub fn overlap_ns(pauses: &[(u64, u64)], start: u64, end: u64) -> u64 {
         .sum()
 }
 
-/// Wait statistics.
+/// Wait statistics; serialized with the derived `mean_ns` as well.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Waits {
     pub count: u64,
@@ -86,10 +88,22 @@ impl Waits {
     }
 }
 
+impl Serialize for Waits {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_struct("Waits", 4)?;
+        m.serialize_field("count", &self.count)?;
+        m.serialize_field("total_ns", &self.total_ns)?;
+        m.serialize_field("mean_ns", &self.mean_ns())?;
+        m.serialize_field("max_ns", &self.max_ns)?;
+        m.end()
+    }
+}
+
 /// One thread that held a monitor while others blocked on it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Holder {
     /// Thread name; `unknown` when the agent could not tell.
+    #[serde(rename = "thread")]
     pub name: String,
     /// Contended acquisitions that waited for this holder.
     pub blocked: u64,
@@ -98,15 +112,17 @@ pub struct Holder {
 }
 
 /// Contention on one monitor.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MonitorLocks {
     /// `class@hash`, hash in lowercase hex.
     pub monitor: String,
     /// Names of the threads that blocked on it, sorted.
     pub threads: Vec<String>,
     /// The waits as measured.
+    #[serde(rename = "wait")]
     pub waits: Waits,
     /// The same waits less their overlap with GC pauses.
+    #[serde(rename = "wait_without_gc")]
     pub gc_corrected: Waits,
     /// Total overlap of the waits with GC pauses.
     pub gc_overlap_ns: u64,
@@ -114,8 +130,9 @@ pub struct MonitorLocks {
     pub holders: Vec<Holder>,
 }
 
-/// The `vmview locks` report.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The `vmview locks` report; its serialized form is the body of
+/// `vmview locks --format json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct LockReport {
     /// Monitors with at least one contended acquisition, most waited-on first.
     pub monitors: Vec<MonitorLocks>,

@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use serde_json::{json, Value as Json};
+use serde::Serialize;
+use serde_json::Value as Json;
 use vmview_analysis::locks::{GcPauses, LockReport, LocksBuilder, Waits};
 use vmview_analysis::EventSink;
 use vmview_export::names::duration_display;
@@ -69,7 +70,7 @@ pub fn run(args: &LocksArgs) -> anyhow::Result<ExitCode> {
     match args.format {
         Format::Text => out.write_all(render_text(&report).as_bytes())?,
         Format::Json => {
-            serde_json::to_writer_pretty(&mut out, &render_json(args, &report))
+            serde_json::to_writer_pretty(&mut out, &render_json(args, &report)?)
                 .map_err(io::Error::from)?;
             out.write_all(b"\n")?;
         }
@@ -137,31 +138,17 @@ fn render_text(r: &LockReport) -> String {
     o
 }
 
-fn waits_json(w: &Waits) -> Json {
-    json!({
-        "count": w.count,
-        "total_ns": w.total_ns,
-        "mean_ns": w.mean_ns(),
-        "max_ns": w.max_ns,
-    })
-}
-
-fn render_json(args: &LocksArgs, r: &LockReport) -> Json {
-    json!({
-        "file": args.file.display().to_string(),
-        "gc_pauses": r.gc_pauses,
-        "gc_total_ns": r.gc_total_ns,
-        "monitors": r.monitors.iter().map(|m| json!({
-            "monitor": m.monitor,
-            "threads": m.threads,
-            "wait": waits_json(&m.waits),
-            "wait_without_gc": waits_json(&m.gc_corrected),
-            "gc_overlap_ns": m.gc_overlap_ns,
-            "holders": m.holders.iter().map(|h| json!({
-                "thread": h.name,
-                "blocked": h.blocked,
-                "wait_ns": h.wait_ns,
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
+/// The JSON document: the analysis report under the trace's file name.
+/// Going through `serde_json::Value` keeps the keys sorted, as they were.
+fn render_json(args: &LocksArgs, r: &LockReport) -> serde_json::Result<Json> {
+    #[derive(Serialize)]
+    struct Doc<'a> {
+        file: String,
+        #[serde(flatten)]
+        report: &'a LockReport,
+    }
+    serde_json::to_value(Doc {
+        file: args.file.display().to_string(),
+        report: r,
     })
 }
