@@ -13,6 +13,8 @@
 //! and then its whole elapsed time counts as self time.
 
 use rustc_hash::FxHashMap as HashMap;
+use serde::ser::{SerializeStruct, Serializer};
+use serde::Serialize;
 
 use vmview_format::{
     Event, EventKind, MethodId, StringId, SymbolTable, ThreadRef, EVENT_TYPE_NAMES,
@@ -46,17 +48,18 @@ pub struct TraceStats {
     pub dropped: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ThreadStats {
     pub name: String,
     pub events: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MethodStats {
     /// Dotted class name, method name and JVM descriptor (`?` when the
     /// trace lost the method's symbol).
     pub class: String,
+    #[serde(rename = "method")]
     pub name: String,
     pub sig: String,
     /// CALL events.
@@ -71,7 +74,7 @@ pub struct MethodStats {
     pub self_ns: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ExceptionStats {
     /// Dotted class name of the exception.
     pub class: String,
@@ -94,6 +97,20 @@ pub struct MonitorStats {
     /// Sum and maximum of the waits until the blocked thread got it.
     pub total_wait_ns: u64,
     pub max_wait_ns: u64,
+}
+
+/// Serialized as `{monitor: "class@hash", contentions, total_wait_ns,
+/// max_wait_ns}`, the shape of `vmview stats --format json` and the
+/// browser view's locks.
+impl Serialize for MonitorStats {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_struct("MonitorStats", 4)?;
+        m.serialize_field("monitor", &format!("{}@{:x}", self.class, self.hash))?;
+        m.serialize_field("contentions", &self.contentions)?;
+        m.serialize_field("total_wait_ns", &self.total_wait_ns)?;
+        m.serialize_field("max_wait_ns", &self.max_wait_ns)?;
+        m.end()
+    }
 }
 
 impl TraceStats {

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use serde_json::{json, Value as Json};
+use serde_json::{json, to_value, Value as Json};
 use vmview_analysis::{EventSink, MethodStats, StatsBuilder, TraceStats};
 use vmview_export::names::{duration_display, hash_hex};
 use vmview_format::parallel::ordered_map_fold;
@@ -117,7 +117,7 @@ pub fn run(args: &StatsArgs) -> anyhow::Result<ExitCode> {
     let written = match args.format {
         Format::Text => out.write_all(render_text(args, &stats, &facts).as_bytes()),
         Format::Json => {
-            let mut doc = render_json(args, &stats, &facts);
+            let mut doc = render_json(args, &stats, &facts)?;
             doc["diagnostics"] = diags
                 .iter()
                 .map(|d| json!({"chunk": d.chunk, "offset": d.offset, "kind": format!("{:?}", d.kind), "message": d.message}))
@@ -348,25 +348,14 @@ fn section(
     }
 }
 
-fn render_json(args: &StatsArgs, s: &TraceStats, f: &FileFacts) -> Json {
-    let methods = |ms: Vec<&MethodStats>| -> Json {
-        ms.into_iter()
-            .map(|m| {
-                json!({
-                    "class": m.class, "method": m.name, "sig": m.sig,
-                    "calls": m.calls, "returns": m.returns, "exceptional_returns": m.exceptional_returns,
-                    "total_ns": m.total_ns, "self_ns": m.self_ns,
-                })
-            })
-            .collect()
-    };
+fn render_json(args: &StatsArgs, s: &TraceStats, f: &FileFacts) -> serde_json::Result<Json> {
     let properties: serde_json::Map<String, Json> = f
         .header
         .properties
         .iter()
         .map(|(k, v)| (k.clone(), Json::String(v.clone())))
         .collect();
-    json!({
+    Ok(json!({
         "file": args.file.display().to_string(),
         "bytes": f.bytes,
         "format_version": f.header.version,
@@ -378,19 +367,14 @@ fn render_json(args: &StatsArgs, s: &TraceStats, f: &FileFacts) -> Json {
         "first_time_ns": s.first_time_ns,
         "last_time_ns": s.last_time_ns,
         "events_by_type": s.events_by_type.iter().map(|(t, n)| (t.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
-        "threads": s.threads.iter().map(|t| json!({"name": t.name, "events": t.events})).collect::<Json>(),
+        "threads": to_value(&s.threads)?,
         "methods": {
-            "by_calls": methods(s.top_methods_by_calls(args.top)),
-            "by_total_time": methods(s.top_methods_by_total_time(args.top)),
-            "by_self_time": methods(s.top_methods_by_self_time(args.top)),
+            "by_calls": to_value(s.top_methods_by_calls(args.top))?,
+            "by_total_time": to_value(s.top_methods_by_total_time(args.top))?,
+            "by_self_time": to_value(s.top_methods_by_self_time(args.top))?,
         },
-        "exceptions": s.exceptions.iter().map(|e| json!({
-            "class": e.class, "thrown": e.thrown, "caught": e.caught, "uncaught": e.uncaught,
-        })).collect::<Json>(),
-        "monitors": s.monitors.iter().take(args.top).map(|m| json!({
-            "monitor": format!("{}@{}", m.class, hash_hex(m.hash)),
-            "contentions": m.contentions, "total_wait_ns": m.total_wait_ns, "max_wait_ns": m.max_wait_ns,
-        })).collect::<Json>(),
+        "exceptions": to_value(&s.exceptions)?,
+        "monitors": to_value(&s.monitors[..s.monitors.len().min(args.top)])?,
         "gc": {"count": s.gc_count, "total_ns": s.gc_total_ns},
         "dropped": s.dropped,
         "chunks": {
@@ -400,7 +384,7 @@ fn render_json(args: &StatsArgs, s: &TraceStats, f: &FileFacts) -> Json {
             "tail_truncated": f.tail_truncated,
             "finished_cleanly": !f.unfinished,
         },
-    })
+    }))
 }
 
 /// `2026-11-29 19:21:14 UTC`.

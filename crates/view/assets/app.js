@@ -1245,8 +1245,8 @@
       const v = (await views()).exceptions;
       box.appendChild(el('h3', null, 'Exceptions by type'));
       box.appendChild(grid(['exception', 'thrown', 'caught', 'uncaught'], v.by_type.map((x) => [
-        filterLink(x.exception, 'type == THROW && exception == ' + quote(x.exception)), x.thrown, x.caught,
-        x.uncaught ? filterLink(String(x.uncaught), 'type == THROW && exception == ' + quote(x.exception) + ' && catch_class == null') : 0])));
+        filterLink(x.class, 'type == THROW && exception == ' + quote(x.class)), x.thrown, x.caught,
+        x.uncaught ? filterLink(String(x.uncaught), 'type == THROW && exception == ' + quote(x.class) + ' && catch_class == null') : 0])));
       box.appendChild(el('h3', null, 'Throw → catch sites'));
       box.appendChild(grid(['exception', 'thrown at', 'caught at', 'count', 'first'], v.sites.map((s) => [
         s.exception, s.thrown_at, s.caught_at === null ? 'UNCAUGHT' : s.caught_at, s.count, eventLink(s.first_id)])));

@@ -17,7 +17,7 @@ use serde_json::{json, Value as Json};
 use vmview_analysis::reactions::{Reactions, StateCounts};
 use vmview_analysis::{EventSink, ReactionConfig, ReactionTrie, StatsBuilder};
 use vmview_export::collapsed::CallTree;
-use vmview_export::names::{hash_hex, loc_display, MethodNames};
+use vmview_export::names::{loc_display, MethodNames};
 use vmview_export::{CollapseOptions, EventWriter, FlameGraphWriter, Weight};
 use vmview_format::{Event, EventKind, MethodId, SymbolTable, ThreadState};
 
@@ -193,36 +193,27 @@ impl TraceAnalysis {
         self.tree.close_open_calls();
         let tree = call_tree_json(&self.tree);
 
-        let methods: Vec<Json> = stats
-            .methods
-            .iter()
-            .take(200)
-            .map(|m| {
-                json!({"class": m.class, "method": m.name, "sig": m.sig, "calls": m.calls,
-                       "returns": m.returns, "exceptional_returns": m.exceptional_returns,
-                       "total_ns": m.total_ns, "self_ns": m.self_ns})
-            })
-            .collect();
+        let to_json = |v: serde_json::Result<Json>| v.map_err(io::Error::other);
+        let methods = to_json(serde_json::to_value(
+            &stats.methods[..stats.methods.len().min(200)],
+        ))?;
         let views = json!({
             "stats": {
                 "events": stats.events,
                 "duration_ns": stats.duration_ns(),
                 "events_by_type": stats.events_by_type,
-                "threads": stats.threads.iter().map(|t| json!({"name": t.name, "events": t.events})).collect::<Vec<_>>(),
+                "threads": to_json(serde_json::to_value(&stats.threads))?,
                 "methods": methods,
                 "gc_count": stats.gc_count,
                 "gc_total_ns": stats.gc_total_ns,
                 "dropped": stats.dropped,
             },
             "exceptions": {
-                "by_type": stats.exceptions.iter().map(|e| json!({"exception": e.class, "thrown": e.thrown,
-                    "caught": e.caught, "uncaught": e.uncaught})).collect::<Vec<_>>(),
+                "by_type": to_json(serde_json::to_value(&stats.exceptions))?,
                 "sites": sites,
                 "sites_not_listed": self.sites_dropped,
             },
-            "locks": stats.monitors.iter().map(|m| json!({"monitor": format!("{}@{}", m.class, hash_hex(m.hash)),
-                "contentions": m.contentions, "total_wait_ns": m.total_wait_ns, "max_wait_ns": m.max_wait_ns}))
-                .collect::<Vec<_>>(),
+            "locks": to_json(serde_json::to_value(&stats.monitors))?,
             "threads": {"duration_ns": self.duration_ns, "buckets": TIMELINE_BUCKETS, "threads": threads},
             "calltree": tree,
             "reactions": reactions,
