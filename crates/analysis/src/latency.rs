@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 
+use serde::Serialize;
 use vmview_format::{Event, EventKind, MethodId, SymbolTable};
 
 use crate::EventSink;
@@ -358,5 +359,29 @@ mod tests {
             HandlerLatency::new(false).finish().status,
             TimingStatus::NotRequested
         );
+    }
+}
+
+/// A histogram's summary as the reports serialize it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LatencySummary {
+    pub events: u64,
+    pub mean_ns: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+}
+
+impl From<&LatencyHistogram> for LatencySummary {
+    fn from(h: &LatencyHistogram) -> Self {
+        LatencySummary {
+            events: h.count(),
+            mean_ns: h.mean(),
+            p50_ns: h.quantile(0.50),
+            p90_ns: h.quantile(0.90),
+            p99_ns: h.quantile(0.99),
+            max_ns: h.max(),
+        }
     }
 }

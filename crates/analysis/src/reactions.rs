@@ -27,10 +27,13 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
 use vmview_format::{Event, EventKind, MethodId, SymbolTable, ThreadRef, ThreadState};
 use vmview_options::glob_matches;
 
 use crate::frameworks::Profiles;
+use crate::latency::LatencySummary;
 use crate::EventSink;
 
 /// Class-name prefixes that are system code unless `--user` says otherwise:
@@ -1027,5 +1030,210 @@ mod tests {
         server(&mut trie, &s);
         let r = trie.finish();
         assert!(r.handlers.iter().all(|h| h.rule == HandlerRule::OwnLoop));
+    }
+}
+
+/// A method as the reactions report names it (dotted class, method name);
+/// the trie's root is `{class: "", method: "<root>"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MethodRef {
+    pub class: String,
+    pub method: String,
+}
+
+/// Samples per state, serialized as `{"RUN": n, "IO": n, ...}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct States(pub StateCounts);
+
+impl Serialize for States {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(ThreadState::ALL.len()))?;
+        for st in ThreadState::ALL {
+            m.serialize_entry(st.name(), &self.0[st.index()])?;
+        }
+        m.end()
+    }
+}
+
+/// Samples of one thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ThreadSamples {
+    pub thread: String,
+    pub samples: u64,
+}
+
+/// Samples of one method.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MethodSamples {
+    #[serde(flatten)]
+    pub method: MethodRef,
+    pub samples: u64,
+}
+
+/// One event handler, named.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HandlerReport {
+    #[serde(flatten)]
+    pub method: MethodRef,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub rule: &'static str,
+    pub framework: Option<String>,
+    pub dispatch: Option<MethodRef>,
+    #[serde(rename = "loop")]
+    pub loop_method: MethodRef,
+    pub samples: u64,
+    pub run: u64,
+    pub share: f64,
+    pub waiting: u64,
+    pub states: States,
+    pub threads: Vec<ThreadSamples>,
+    /// Its latency when the recording timed it (`--reactions`).
+    pub latency: Option<LatencySummary>,
+}
+
+/// One thread's behaviour, named.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ThreadReport {
+    pub thread: String,
+    pub states: States,
+    pub handlers: Vec<MethodSamples>,
+}
+
+/// One node of the trie of user calls, with its children.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TrieReport {
+    #[serde(flatten)]
+    pub method: MethodRef,
+    pub own: States,
+    pub total: States,
+    pub children: Vec<TrieReport>,
+}
+
+/// [`Reactions`] with its handles resolved to names: the schema of
+/// `vmview reactions --format json` (which adds `timing`) and of the
+/// browser view's reactions page.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReactionsReport {
+    pub samples: u64,
+    pub ticks: u64,
+    pub run_samples: u64,
+    pub duration_ns: u64,
+    pub handlers: Vec<HandlerReport>,
+    pub callbacks: Vec<MethodSamples>,
+    pub threads: Vec<ThreadReport>,
+    pub trie: TrieReport,
+}
+
+impl Handler {
+    /// The method its threads wait in for the next event: the loop node's
+    /// (own-loop) or the library wait site (library-loop).
+    pub fn loop_method(&self, r: &Reactions) -> Option<MethodId> {
+        match self.rule {
+            HandlerRule::OwnLoop => r.nodes[self.loop_node].method,
+            HandlerRule::LibraryLoop => self.wait_site,
+        }
+    }
+}
+
+impl Reactions {
+    /// Resolves the handles: `name` names a method (`None` is the trie's
+    /// root), `latency` gives a handler method's timing if any. With
+    /// `keep`, the trie has only the kept nodes, children most sampled
+    /// first; without, the whole trie in its order.
+    pub fn report(
+        &self,
+        syms: &SymbolTable,
+        name: &dyn Fn(Option<MethodId>) -> MethodRef,
+        latency: &dyn Fn(MethodId) -> Option<LatencySummary>,
+        keep: Option<&[bool]>,
+    ) -> ReactionsReport {
+        let node = |i: usize| name(self.nodes[i].method);
+        let handlers = self
+            .handlers
+            .iter()
+            .map(|h| HandlerReport {
+                method: node(h.node),
+                kind: h.kind.name(),
+                rule: h.rule.name(),
+                framework: h.framework.clone(),
+                dispatch: h.dispatch.map(|m| name(Some(m))),
+                loop_method: name(h.loop_method(self)),
+                samples: h.samples,
+                run: h.run,
+                share: h.share,
+                waiting: h.waiting,
+                states: States(h.states),
+                threads: h
+                    .threads
+                    .iter()
+                    .map(|(t, n)| ThreadSamples {
+                        thread: syms.thread_name(*t),
+                        samples: *n,
+                    })
+                    .collect(),
+                latency: self.nodes[h.node].method.and_then(latency),
+            })
+            .collect();
+        let callbacks = self
+            .callbacks
+            .iter()
+            .map(|c| MethodSamples {
+                method: name(Some(c.method)),
+                samples: c.samples,
+            })
+            .collect();
+        let threads = self
+            .threads
+            .iter()
+            .map(|t| ThreadReport {
+                thread: syms.thread_name(t.thread),
+                states: States(t.states),
+                handlers: t
+                    .handlers
+                    .iter()
+                    .map(|(i, n)| MethodSamples {
+                        method: node(self.handlers[*i].node),
+                        samples: *n,
+                    })
+                    .collect(),
+            })
+            .collect();
+        ReactionsReport {
+            samples: self.samples,
+            ticks: self.ticks,
+            run_samples: self.run_samples,
+            duration_ns: self.last_ns.saturating_sub(self.first_ns),
+            handlers,
+            callbacks,
+            threads,
+            trie: self.trie_report(0, name, keep),
+        }
+    }
+
+    fn trie_report(
+        &self,
+        i: usize,
+        name: &dyn Fn(Option<MethodId>) -> MethodRef,
+        keep: Option<&[bool]>,
+    ) -> TrieReport {
+        let n = &self.nodes[i];
+        let children: Vec<usize> = match keep {
+            None => n.children.clone(),
+            Some(keep) => {
+                let mut c: Vec<usize> = n.children.iter().copied().filter(|&c| keep[c]).collect();
+                c.sort_by_key(|&c| std::cmp::Reverse(self.nodes[c].total.iter().sum::<u64>()));
+                c
+            }
+        };
+        TrieReport {
+            method: name(n.method),
+            own: States(n.own),
+            total: States(n.total),
+            children: children
+                .into_iter()
+                .map(|c| self.trie_report(c, name, keep))
+                .collect(),
+        }
     }
 }

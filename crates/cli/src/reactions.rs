@@ -16,8 +16,10 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value as Json};
 use vmview_analysis::frameworks::Profiles;
-use vmview_analysis::latency::{HandlerLatency, HandlerTiming, LatencyHistogram, TimingStatus};
-use vmview_analysis::reactions::{Handler, HandlerRule, Reactions, StateCounts};
+use vmview_analysis::latency::{
+    HandlerLatency, HandlerTiming, LatencyHistogram, LatencySummary, TimingStatus,
+};
+use vmview_analysis::reactions::{HandlerRule, MethodRef, Reactions, StateCounts};
 use vmview_analysis::{EventSink, ReactionConfig, ReactionTrie};
 use vmview_export::names::MethodNames;
 use vmview_format::{MethodId, SymbolTable, ThreadState};
@@ -184,7 +186,7 @@ pub fn run(args: &ReactionsArgs) -> anyhow::Result<ExitCode> {
     let text = match args.format {
         Format::Text => render_text(&r, &timing, syms),
         Format::Json => {
-            let mut s = serde_json::to_string_pretty(&render_json(&r, &timing, syms))?;
+            let mut s = serde_json::to_string_pretty(&render_json(&r, &timing, syms)?)?;
             s.push('\n');
             s
         }
@@ -213,23 +215,6 @@ fn qualified(syms: &SymbolTable, m: Option<MethodId>) -> String {
     } else {
         format!("{c}.{n}")
     }
-}
-
-/// The method a handler's threads wait in for the next event: the loop
-/// node's (own-loop) or the library wait site (library-loop).
-fn loop_method(r: &Reactions, h: &Handler) -> Option<MethodId> {
-    match h.rule {
-        HandlerRule::OwnLoop => r.nodes[h.loop_node].method,
-        HandlerRule::LibraryLoop => h.wait_site,
-    }
-}
-
-fn states_json(c: &StateCounts) -> Json {
-    let mut o = serde_json::Map::new();
-    for s in ThreadState::ALL {
-        o.insert(s.name().to_string(), json!(c[s.index()]));
-    }
-    Json::Object(o)
 }
 
 fn duration_ns(r: &Reactions) -> u64 {
@@ -291,14 +276,7 @@ impl Timing {
 }
 
 fn latency_json(h: &LatencyHistogram) -> Json {
-    json!({
-        "events": h.count(),
-        "mean_ns": h.mean(),
-        "p50_ns": h.quantile(0.50),
-        "p90_ns": h.quantile(0.90),
-        "p99_ns": h.quantile(0.99),
-        "max_ns": h.max(),
-    })
+    serde_json::to_value(LatencySummary::from(h)).unwrap_or(Json::Null)
 }
 
 fn timing_json(timing: &Timing, syms: &SymbolTable) -> Json {
@@ -323,82 +301,17 @@ fn timing_json(timing: &Timing, syms: &SymbolTable) -> Json {
     })
 }
 
-fn render_json(r: &Reactions, timing: &Timing, syms: &SymbolTable) -> Json {
-    let method = |m: Option<MethodId>| {
-        let (c, n) = names(syms, m);
-        json!({"class": c, "method": n})
+fn render_json(r: &Reactions, timing: &Timing, syms: &SymbolTable) -> serde_json::Result<Json> {
+    let name = |m: Option<MethodId>| {
+        let (class, method) = names(syms, m);
+        MethodRef { class, method }
     };
-    let handlers: Vec<Json> = r
-        .handlers
-        .iter()
-        .map(|h| {
-            let (class, name) = names(syms, r.nodes[h.node].method);
-            json!({
-                "class": class,
-                "method": name,
-                "type": h.kind.name(),
-                "rule": h.rule.name(),
-                "framework": h.framework,
-                "dispatch": h.dispatch.map(|m| method(Some(m))),
-                "loop": method(loop_method(r, h)),
-                "samples": h.samples,
-                "run": h.run,
-                "share": h.share,
-                "waiting": h.waiting,
-                "states": states_json(&h.states),
-                "threads": h.threads.iter().map(|(t, n)| json!({"thread": syms.thread_name(*t), "samples": n})).collect::<Vec<_>>(),
-                "latency": r.nodes[h.node].method.and_then(|m| timing.t.of(m)).map(latency_json),
-            })
-        })
-        .collect();
-    let callbacks: Vec<Json> = r
-        .callbacks
-        .iter()
-        .map(|c| {
-            let (class, name) = names(syms, Some(c.method));
-            json!({"class": class, "method": name, "samples": c.samples})
-        })
-        .collect();
-    let threads: Vec<Json> = r
-        .threads
-        .iter()
-        .map(|t| {
-            json!({
-                "thread": syms.thread_name(t.thread),
-                "states": states_json(&t.states),
-                "handlers": t.handlers.iter().map(|(i, n)| {
-                    let (class, name) = names(syms, r.nodes[r.handlers[*i].node].method);
-                    json!({"class": class, "method": name, "samples": n})
-                }).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    json!({
-        "samples": r.samples,
-        "ticks": r.ticks,
-        "run_samples": r.run_samples,
-        "duration_ns": duration_ns(r),
-        "handlers": handlers,
-        "callbacks": callbacks,
-        "threads": threads,
-        "trie": trie_json(r, syms, 0),
-        "timing": timing_json(timing, syms),
-    })
+    let latency = |m: MethodId| timing.t.of(m).map(LatencySummary::from);
+    let mut doc = serde_json::to_value(r.report(syms, &name, &latency, None))?;
+    doc["timing"] = timing_json(timing, syms);
+    Ok(doc)
 }
 
-fn trie_json(r: &Reactions, syms: &SymbolTable, i: usize) -> Json {
-    let n = &r.nodes[i];
-    let (class, name) = names(syms, n.method);
-    json!({
-        "class": class,
-        "method": name,
-        "own": states_json(&n.own),
-        "total": states_json(&n.total),
-        "children": n.children.iter().map(|c| trie_json(r, syms, *c)).collect::<Vec<_>>(),
-    })
-}
-
-/// `1.503ms`, `12.0us`, `2.104s`: four significant digits or so.
 fn latency_text(ns: u64) -> String {
     match ns {
         n if n >= 1_000_000_000 => format!("{:.3}s", n as f64 / 1e9),
@@ -483,7 +396,7 @@ fn render_text(r: &Reactions, timing: &Timing, syms: &SymbolTable) -> String {
             h.rule.name(),
             h.samples,
             h.share * 100.0,
-            qualified(syms, loop_method(r, h)),
+            qualified(syms, h.loop_method(r)),
             h.waiting,
             states_text(&h.states),
             threads.join(", ")

@@ -1326,21 +1326,22 @@
       const STATES = ['RUN', 'IO', 'WAIT', 'BLOCKED', 'SLEEP'];
       const mix = (c) => STATES.filter((k) => c[k]).map((k) => k + ' ' + c[k].toLocaleString('en')).join(' · ');
       const onThread = (t) => filterLink(t, 'type == SAMPLE && thread == ' + quote(t));
+      const mname = (m) => (m.class ? m.class + '.' + m.method : 'all threads');
       box.appendChild(el('p', 'hint', v.samples.toLocaleString('en') + ' thread samples in ' + v.ticks.toLocaleString('en') + ' ticks over ' + fmtNs(v.duration_ns) + ', ' + v.run_samples.toLocaleString('en') + ' of them RUN. A handler is the busy child of a loop that waits (NODE_WAIT) or reads (NODE_IO) for its next event; a callback is user code called by the JDK (a comparator, a SAX handler).'));
       box.appendChild(el('h3', null, 'Event handlers'));
       if (!v.handlers.length) box.appendChild(el('p', 'hint', 'None above the cut-offs (5 RUN samples, 1% of RUN).'));
       else box.appendChild(grid(['type', 'handler', 'loop', 'samples', '% of RUN', 'states', 'threads'], v.handlers.map((h) => {
         const ts = el('span');
         h.threads.forEach((t, i) => { if (i) ts.appendChild(document.createTextNode(', ')); ts.appendChild(onThread(t.thread)); });
-        const row = [h.type, h.method, h.loop, h.samples, (h.share * 100).toFixed(1) + '%', mix(h.states), ts];
+        const row = [h.type, mname(h), mname(h.loop), h.samples, (h.share * 100).toFixed(1) + '%', mix(h.states), ts];
         return row;
       })));
       box.appendChild(el('h3', null, 'Callbacks'));
       if (!v.callbacks.length) box.appendChild(el('p', 'hint', 'No user method called back from JDK code.'));
-      else box.appendChild(grid(['callback', 'samples'], v.callbacks.map((c) => [c.method, c.samples])));
+      else box.appendChild(grid(['callback', 'samples'], v.callbacks.map((c) => [mname(c), c.samples])));
       box.appendChild(el('h3', null, 'Threads'));
       box.appendChild(grid(['thread', 'states', 'handlers'], v.threads.map((t) => [
-        onThread(t.thread), mix(t.states), t.handlers.map((h) => h.method + ' (' + h.samples + ')').join(', ')])));
+        onThread(t.thread), mix(t.states), t.handlers.map((h) => mname(h) + ' (' + h.samples + ')').join(', ')])));
       box.appendChild(el('h3', null, 'Trie of user calls'));
       box.appendChild(el('p', 'hint', 'Samples at each node (its own, by state), with the subtree’s total. Click to fold.'));
       const tree = el('div', 'tree');
@@ -1353,7 +1354,7 @@
         bar.style.width = Math.max(1, Math.round((sum / total) * 120)) + 'px';
         row.appendChild(bar);
         row.appendChild(el('span', 'num', sum.toLocaleString('en')));
-        row.appendChild(el('span', null, (n.children.length ? '▾ ' : '  ') + n.name + (mix(n.own) ? '  [' + mix(n.own) + ']' : '')));
+        row.appendChild(el('span', null, (n.children.length ? '▾ ' : '  ') + mname(n) + (mix(n.own) ? '  [' + mix(n.own) + ']' : '')));
         parent.appendChild(row);
         const kids = el('div');
         parent.appendChild(kids);

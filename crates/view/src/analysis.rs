@@ -14,12 +14,12 @@ use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value as Json};
-use vmview_analysis::reactions::{Reactions, StateCounts};
+use vmview_analysis::reactions::{MethodRef, Reactions};
 use vmview_analysis::{EventSink, ReactionConfig, ReactionTrie, StatsBuilder};
 use vmview_export::collapsed::CallTree;
 use vmview_export::names::{loc_display, MethodNames};
 use vmview_export::{CollapseOptions, EventWriter, FlameGraphWriter, Weight};
-use vmview_format::{Event, EventKind, MethodId, SymbolTable, ThreadState};
+use vmview_format::{Event, EventKind, MethodId, SymbolTable};
 
 /// Columns of the threads timeline.
 pub const TIMELINE_BUCKETS: usize = 120;
@@ -159,7 +159,7 @@ impl TraceAnalysis {
         let reactions = if reactions.samples == 0 {
             Json::Null
         } else {
-            reactions_json(&reactions, syms)
+            reactions_json(&reactions, syms).map_err(io::Error::other)?
         };
         let stats = self.stats.finish();
         self.flame.finish()?;
@@ -222,62 +222,24 @@ impl TraceAnalysis {
     }
 }
 
-fn method_name(syms: &SymbolTable, m: Option<MethodId>) -> String {
-    match m {
-        Some(m) => {
-            let n = MethodNames::resolve(syms, m);
-            format!("{}.{}", n.class, n.name)
-        }
-        None => "all threads".to_string(),
-    }
-}
-
-fn states_json(c: &StateCounts) -> Json {
-    let mut o = serde_json::Map::new();
-    for s in ThreadState::ALL {
-        o.insert(s.name().to_string(), json!(c[s.index()]));
-    }
-    Json::Object(o)
-}
-
 /// Handlers, callbacks, thread behaviour and the user-call trie (the
 /// most sampled nodes), as `vmview reactions` finds them with its default
-/// cut-offs.
-fn reactions_json(r: &Reactions, syms: &SymbolTable) -> Json {
-    let node_name = |i: usize| method_name(syms, r.nodes[i].method);
-    let handlers: Vec<Json> = r
-        .handlers
-        .iter()
-        .map(|h| {
-            json!({
-                "method": node_name(h.node),
-                "type": h.kind.name(),
-                "loop": node_name(h.loop_node),
-                "samples": h.samples,
-                "run": h.run,
-                "share": h.share,
-                "waiting": h.waiting,
-                "states": states_json(&h.states),
-                "threads": h.threads.iter().map(|(t, n)| json!({"thread": syms.thread_name(*t), "samples": n})).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    let callbacks: Vec<Json> = r
-        .callbacks
-        .iter()
-        .map(|c| json!({"method": method_name(syms, Some(c.method)), "samples": c.samples}))
-        .collect();
-    let threads: Vec<Json> = r
-        .threads
-        .iter()
-        .map(|t| {
-            json!({
-                "thread": syms.thread_name(t.thread),
-                "states": states_json(&t.states),
-                "handlers": t.handlers.iter().map(|(i, n)| json!({"method": node_name(r.handlers[*i].node), "samples": n})).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
+/// cut-offs, in the schema of `vmview reactions --format json` (without
+/// its `timing`).
+fn reactions_json(r: &Reactions, syms: &SymbolTable) -> serde_json::Result<Json> {
+    let name = |m: Option<MethodId>| match m {
+        Some(m) => {
+            let n = MethodNames::resolve(syms, m);
+            MethodRef {
+                class: n.class.to_string(),
+                method: n.name.to_string(),
+            }
+        }
+        None => MethodRef {
+            class: String::new(),
+            method: "<root>".to_string(),
+        },
+    };
     // The most sampled nodes, with their ancestors so the tree stays whole.
     let mut keep = vec![false; r.nodes.len()];
     let mut order: Vec<usize> = (0..r.nodes.len()).collect();
@@ -294,28 +256,7 @@ fn reactions_json(r: &Reactions, syms: &SymbolTable) -> Json {
             at = r.nodes[at].parent;
         }
     }
-    json!({
-        "samples": r.samples,
-        "ticks": r.ticks,
-        "run_samples": r.run_samples,
-        "duration_ns": r.last_ns.saturating_sub(r.first_ns),
-        "handlers": handlers,
-        "callbacks": callbacks,
-        "threads": threads,
-        "trie": trie_json(r, syms, 0, &keep),
-    })
-}
-
-fn trie_json(r: &Reactions, syms: &SymbolTable, i: usize, keep: &[bool]) -> Json {
-    let n = &r.nodes[i];
-    let mut children: Vec<usize> = n.children.iter().copied().filter(|&c| keep[c]).collect();
-    children.sort_by_key(|&c| std::cmp::Reverse(r.nodes[c].total.iter().sum::<u64>()));
-    json!({
-        "name": method_name(syms, n.method),
-        "own": states_json(&n.own),
-        "total": states_json(&n.total),
-        "children": children.into_iter().map(|c| trie_json(r, syms, c, keep)).collect::<Vec<_>>(),
-    })
+    serde_json::to_value(r.report(syms, &name, &|_| None, Some(&keep)))
 }
 
 /// Where the flame-graph writer draws (it keeps its output writer).
