@@ -850,3 +850,46 @@ fn browser_runs_no_script_from_a_hostile_trace() {
         assert!(v["script_elements"].as_u64().unwrap() <= 2, "{name}");
     }
 }
+
+/// The browser view and `vmview reactions --format json` serialize the same
+/// analysis struct: before, the view built its own JSON (joined
+/// `Class.method` names, other keys) and the two drifted apart.
+#[test]
+fn view_reactions_use_the_schema_of_reactions_json() {
+    let rec = record(
+        &["--events", "samples", "--interval", "5ms"],
+        &[],
+        "fx.Reactions",
+        &["1000"],
+    );
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    let out = run(&["reactions", path_str(&rec.trace), "--format", "json"]);
+    assert!(out.status.success());
+    let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let served = serve(&rec.trace);
+    let views = get_json(&served, "/api/views");
+    let view = &views["reactions"];
+    assert!(
+        !cli["handlers"].as_array().unwrap().is_empty(),
+        "fx.Reactions has handlers"
+    );
+    for key in [
+        "samples",
+        "ticks",
+        "run_samples",
+        "duration_ns",
+        "handlers",
+        "callbacks",
+        "threads",
+    ] {
+        assert_eq!(
+            view[key], cli[key],
+            "{key} differs between the view and the CLI"
+        );
+    }
+    // The view cuts the trie to its most sampled nodes; the root is the same.
+    for key in ["class", "method", "own", "total"] {
+        assert_eq!(view["trie"][key], cli["trie"][key], "trie.{key}");
+    }
+    assert!(view.get("timing").is_none() && cli.get("timing").is_some());
+}
