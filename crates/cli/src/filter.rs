@@ -249,7 +249,10 @@ fn scan_parallel(
     on_match: &mut impl FnMut(&mut MatchCtx, &Event) -> anyhow::Result<bool>,
 ) -> anyhow::Result<Parallel> {
     let threads = decode_threads();
-    if threads <= 1 {
+    // An expression decided from handles alone is faster by chunks even on
+    // one core (one pool thread, folded here, in order); otherwise one core
+    // reads in order.
+    if threads <= 1 && !filter.reads_only_heads() {
         return Ok(Parallel::No);
     }
     let path = input.path().to_path_buf();
@@ -263,6 +266,7 @@ fn scan_parallel(
         })
         .collect();
     let lazy = !filter.needs_values();
+    let heads = filter.reads_only_heads();
     // Lazily decoded chunks with a match are decoded again, whole, for the
     // matches' values: worth it while most chunks have none. Once most
     // scanned chunks had a match, the rest are decoded whole at once.
@@ -283,17 +287,31 @@ fn scan_parallel(
         let dense =
             keep && 2 * matched.load(Ordering::Relaxed) > scanned.load(Ordering::Relaxed) + 4;
         let lazy = lazy && !dense;
-        let r = cf.for_each_event(i, lazy, &mut symbols, |ev, syms| {
-            read += 1;
-            if ev.id >= first_id && ev.id <= last_id && f.matches(&ev, syms) {
-                count += 1;
-                if keep && lazy {
-                    hits.push(ev.id);
-                } else if keep {
-                    events.push(ev);
+        let r = if lazy && heads {
+            // Fastest: CALL and RETURN tested from their handles, unbuilt.
+            cf.for_each_scanned(i, &mut symbols, |ev, syms| {
+                read += 1;
+                let id = ev.id();
+                if id >= first_id && id <= last_id && f.matches_scanned(&ev, syms) {
+                    count += 1;
+                    if keep {
+                        hits.push(id);
+                    }
                 }
-            }
-        });
+            })
+        } else {
+            cf.for_each_event(i, lazy, &mut symbols, |ev, syms| {
+                read += 1;
+                if ev.id >= first_id && ev.id <= last_id && f.matches(&ev, syms) {
+                    count += 1;
+                    if keep && lazy {
+                        hits.push(ev.id);
+                    } else if keep {
+                        events.push(ev);
+                    }
+                }
+            })
+        };
         if let Ok(mut v) = filters.lock() {
             v.push(f);
         }

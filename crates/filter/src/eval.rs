@@ -10,7 +10,7 @@
 
 use regex::{Regex, RegexBuilder};
 use vmview_format::{
-    Event, EventKind, Loc, MethodId, Outcome, StringId, SymbolTable, ThreadRef, Value,
+    Event, EventKind, Loc, MethodId, Outcome, Scanned, StringId, SymbolTable, ThreadRef, Value,
     EVENT_TYPE_NAMES,
 };
 
@@ -231,6 +231,52 @@ impl EventFilter {
     #[inline]
     pub fn matches(&mut self, ev: &Event, syms: &SymbolTable) -> bool {
         eval(&mut self.root, ev, syms)
+    }
+
+    /// Does the expression read only the event type, id, thread, or the
+    /// class, method or signature of the event's method? Then
+    /// [`matches_scanned`](Self::matches_scanned) on events from
+    /// `ChunkFile::for_each_scanned` gives exactly what `matches` gives on
+    /// fully decoded ones.
+    pub fn reads_only_heads(&self) -> bool {
+        fn heads(n: &Node) -> bool {
+            match n {
+                Node::And(v) | Node::Or(v) => v.iter().all(heads),
+                Node::Not(n) => heads(n),
+                Node::Const(_) | Node::Types(_) => true,
+                Node::Symbol { field, .. } => matches!(
+                    field,
+                    Field::Thread | Field::Class | Field::Method | Field::Sig
+                ),
+                Node::Number { field, .. } => *field == Field::Id,
+                _ => false,
+            }
+        }
+        heads(&self.root)
+    }
+
+    /// [`matches`](Self::matches) for a scanned event; for an expression
+    /// that [`reads_only_heads`](Self::reads_only_heads) (any other gives
+    /// `false` on a head).
+    #[inline]
+    pub fn matches_scanned(&mut self, ev: &Scanned, syms: &SymbolTable) -> bool {
+        match ev {
+            Scanned::Full(ev) => eval(&mut self.root, ev, syms),
+            Scanned::Head {
+                id,
+                thread,
+                ret,
+                method,
+            } => {
+                let head = Head {
+                    id: *id,
+                    thread: *thread,
+                    type_bit: if *ret { RETURN_BIT } else { CALL_BIT },
+                    method: *method,
+                };
+                eval_head(&mut self.root, &head, syms)
+            }
+        }
     }
 
     /// The ids an event can have and match, from the top-level `&&` terms
@@ -684,6 +730,64 @@ fn test(f: Field, ty: FieldType, op: Op, op_col: usize, l: &Lit) -> Result<Node,
 #[inline]
 fn type_bit(ev: &Event) -> u32 {
     1 << ev.kind.type_index()
+}
+
+/// A CALL or RETURN as [`Scanned::Head`] gives it.
+struct Head {
+    id: u64,
+    thread: ThreadRef,
+    type_bit: u32,
+    method: MethodId,
+}
+
+/// Type bits of CALL and RETURN (their `EventKind::type_index`).
+const CALL_BIT: u32 = 1 << 3;
+const RETURN_BIT: u32 = 1 << 4;
+
+/// [`eval`] on a head, for the nodes `reads_only_heads` admits; the same
+/// verdict caches, so a head and a full event get the same answer.
+fn eval_head(node: &mut Node, ev: &Head, syms: &SymbolTable) -> bool {
+    match node {
+        Node::Types(mask) => *mask & ev.type_bit != 0,
+        Node::And(items) => items.iter_mut().all(|n| eval_head(n, ev, syms)),
+        Node::Or(items) => items.iter_mut().any(|n| eval_head(n, ev, syms)),
+        Node::Not(n) => !eval_head(n, ev, syms),
+        Node::Const(b) => *b,
+        Node::Symbol {
+            field,
+            test,
+            negate,
+            verdicts,
+            by_handle,
+        } => {
+            let h = match field {
+                Field::Thread => ev.thread.0,
+                Field::Class | Field::Method | Field::Sig => ev.method.0,
+                _ => return false,
+            };
+            if let Some(v) = by_handle.get(h) {
+                return v != *negate;
+            }
+            let id = match field {
+                Field::Thread => thread_name(ev.thread, syms),
+                Field::Class => syms.method(ev.method).map(|m| m.class),
+                Field::Method => syms.method(ev.method).map(|m| m.name),
+                _ => syms.method(ev.method).map(|m| m.sig),
+            };
+            let Some(id) = id else {
+                return false;
+            };
+            let v = symbol_verdict(id, test, verdicts, syms);
+            by_handle.set(h, v);
+            v != *negate
+        }
+        Node::Number {
+            field: Field::Id,
+            op,
+            value,
+        } => value.cmp_int(*op, i128::from(ev.id)),
+        _ => false,
+    }
 }
 
 fn eval(node: &mut Node, ev: &Event, syms: &SymbolTable) -> bool {

@@ -11,8 +11,9 @@ use crate::state::Threads;
 use crate::varint::{Cursor, Malformed};
 use crate::wire::*;
 use crate::{
-    Event, EventKind, Loc, MethodId, MethodSymbol, Metrics, Monitor, Outcome, StackId, StackSymbol,
-    StringId, Symbol, SymbolTable, ThreadRef, ThreadState, ThreadSymbol, Value, WindowReason,
+    Event, EventKind, Loc, MethodId, MethodSymbol, Metrics, Monitor, Outcome, Scanned, StackId,
+    StackSymbol, StringId, Symbol, SymbolTable, ThreadRef, ThreadState, ThreadSymbol, Value,
+    WindowReason,
 };
 
 const NO_THREAD: u32 = u32::MAX;
@@ -296,6 +297,179 @@ impl ChunkDecoder {
                 time_ns,
                 thread: ThreadRef(thread),
                 kind,
+            }));
+        }
+    }
+}
+
+impl ChunkDecoder {
+    /// Like [`next`](Self::next), but a CALL or RETURN comes back as a
+    /// [`Scanned::Head`]: its parameters, caller, returned value and
+    /// metrics are stepped over (with the same checks, and the same
+    /// per-thread state kept, as a full decode), nothing is built. Other
+    /// events are decoded whole. The same bytes are damaged either way.
+    #[inline]
+    pub(crate) fn next_scanned(&mut self, symbols: &mut SymbolTable) -> Option<Scanned> {
+        match self.decode_head(symbols) {
+            Ok(Some(s)) => Some(s),
+            Ok(None) => self.next(symbols).map(Scanned::Full),
+            Err(e) => {
+                self.error = Some(e);
+                None
+            }
+        }
+    }
+
+    /// A CALL or RETURN as a head; `Ok(None)` (nothing consumed past the
+    /// symbol records) at the end of the payload or before another event.
+    #[inline(always)]
+    fn decode_head(&mut self, symbols: &mut SymbolTable) -> Result<Option<Scanned>, Malformed> {
+        loop {
+            let mut c = Cursor::new(&self.payload, self.pos);
+            if c.at_end() {
+                return Ok(None);
+            }
+            let tag = c.u8()?;
+            let op = tag & OP_MASK;
+            if op <= OP_THREAD || op == OP_STACK {
+                if tag != op {
+                    return Err(Malformed {
+                        offset: self.pos,
+                        what: "a symbol record tag without flags",
+                    });
+                }
+                let sym = read_symbol(&mut c, op)?;
+                symbols.insert(sym);
+                self.pos = c.pos();
+                continue;
+            }
+            if op != OP_CALL && op != OP_RETURN {
+                return Ok(None);
+            }
+            let mut thread = self.cur_thread;
+            if tag & F_THREAD != 0 {
+                let at = c.pos();
+                let t = c.u32()?;
+                if t >= MAX_THREAD_REF {
+                    return Err(Malformed {
+                        offset: at,
+                        what: "a thread handle below 2^20",
+                    });
+                }
+                thread = t;
+            } else if thread == NO_THREAD {
+                return Err(c.err("a thread for the chunk's first event"));
+            }
+            let id = if tag & F_ID != 0 {
+                let at = c.pos();
+                let gap = c.u64()?;
+                self.next_id.checked_add(gap).ok_or(Malformed {
+                    offset: at,
+                    what: "an id gap that does not overflow",
+                })?
+            } else {
+                self.next_id
+            };
+            let time_ns = self.prev_time.wrapping_add(c.i64()? as u64);
+            let kind_flag = tag & F_KIND != 0;
+            let gen = self.generation;
+            let x = if kind_flag { c.u8()? } else { 0 };
+            let method;
+            if op == OP_CALL {
+                if x & !CALL_KNOWN != 0 || (kind_flag && x == 0) {
+                    return Err(c.err("known CALL flags"));
+                }
+                method = c.u32()?;
+                let st = self.threads.get(thread, gen);
+                let expected = st.depth.wrapping_add(1);
+                let depth = if x & CALL_DEPTH != 0 {
+                    read_depth(&mut c, expected)?
+                } else {
+                    expected
+                };
+                let predicted_caller = st.begin_call(depth);
+                if x & CALL_CALLER != 0 {
+                    if x & CALL_CALLER_METHOD != 0 {
+                        c.u32()?;
+                    } else if predicted_caller.is_none() {
+                        return Err(c.err("an open CALL to name the caller"));
+                    }
+                    read_loc(&mut c)?;
+                } else if x & CALL_CALLER_METHOD != 0 {
+                    return Err(c.err("a caller method only with a caller"));
+                }
+                if x & CALL_PARAMS != 0 {
+                    let n = c.count(1)?;
+                    for _ in 0..n {
+                        skip_value(&mut c, 0)?;
+                    }
+                }
+                read_metrics(
+                    &mut c,
+                    x & CALL_CPU != 0,
+                    x & CALL_ALLOC != 0,
+                    &mut st.cpu_ns,
+                    &mut st.alloc_bytes,
+                )?;
+                st.end_call(depth, method, time_ns);
+            } else {
+                if x & !RET_KNOWN != 0 || (kind_flag && x == 0) {
+                    return Err(c.err("known RETURN flags"));
+                }
+                let explicit_method = if x & RET_METHOD != 0 {
+                    Some(c.u32()?)
+                } else {
+                    None
+                };
+                let st = self.threads.get(thread, gen);
+                let expected = st.depth;
+                let depth = if x & RET_DEPTH != 0 {
+                    read_depth(&mut c, expected)?
+                } else {
+                    expected
+                };
+                let open = st.begin_return(depth);
+                method = match (explicit_method, open) {
+                    (Some(m), _) => m,
+                    (None, Some(f)) => f.method,
+                    (None, None) => return Err(c.err("an open CALL for the RETURN's method")),
+                };
+                if x & RET_ELAPSED != 0 {
+                    c.u64()?;
+                } else if open.is_none() {
+                    return Err(c.err("an open CALL for the RETURN's elapsed time"));
+                }
+                match (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT {
+                    0 => {}
+                    1 => skip_value(&mut c, 0)?,
+                    2 => {
+                        c.u32()?;
+                    }
+                    _ => return Err(c.err("a known RETURN outcome")),
+                }
+                read_metrics(
+                    &mut c,
+                    x & RET_CPU != 0,
+                    x & RET_ALLOC != 0,
+                    &mut st.cpu_ns,
+                    &mut st.alloc_bytes,
+                )?;
+                st.end_return(depth);
+            }
+            self.cur_thread = thread;
+            self.pos = c.pos();
+            self.prev_time = time_ns;
+            self.next_id = id.wrapping_add(1);
+            self.decoded = self.decoded.wrapping_add(1);
+            if self.first_id.is_none() {
+                self.first_id = Some(id);
+            }
+            self.last_id = Some(id);
+            return Ok(Some(Scanned::Head {
+                id,
+                thread: ThreadRef(thread),
+                ret: op == OP_RETURN,
+                method: MethodId(method),
             }));
         }
     }

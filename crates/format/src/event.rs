@@ -499,3 +499,33 @@ mod tests {
         assert_eq!(Value::Unavailable.type_name(), "unavailable");
     }
 }
+
+/// An event as a scan for a type, thread or method test sees it
+/// ([`ChunkFile::for_each_scanned`](crate::parallel::ChunkFile::for_each_scanned)):
+/// a CALL or RETURN as only its id, thread and method, the rest of its
+/// bytes stepped over unbuilt; any other event whole. CALL and RETURN are
+/// nearly every event of a big trace, and building them was most of a
+/// filter's cost.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scanned {
+    /// A CALL (`ret == false`) or a RETURN.
+    Head {
+        id: u64,
+        thread: ThreadRef,
+        ret: bool,
+        method: MethodId,
+    },
+    /// Any other event, fully decoded (values skipped as in lazy decode).
+    Full(Event),
+}
+
+impl Scanned {
+    /// The event's id.
+    #[inline]
+    pub fn id(&self) -> u64 {
+        match self {
+            Scanned::Head { id, .. } => *id,
+            Scanned::Full(ev) => ev.id,
+        }
+    }
+}

@@ -26,7 +26,7 @@ use std::sync::mpsc;
 
 use crate::chunk::ChunkDecoder;
 use crate::wire::{ChunkHeader, CHUNK_HEADER_LEN, FORMAT_VERSION};
-use crate::{ChunkInfo, Event, FormatError, SymbolTable, TraceHeader, TraceReader};
+use crate::{ChunkInfo, Event, FormatError, Scanned, SymbolTable, TraceHeader, TraceReader};
 
 /// A chunk could not be read as its index entry promised: the caller falls
 /// back to the sequential reader, which reports what is wrong.
@@ -81,6 +81,39 @@ impl ChunkFile {
         symbols: &mut SymbolTable,
         mut f: impl FnMut(Event, &SymbolTable),
     ) -> Result<(), ChunkFault> {
+        self.with_chunk(i, skip_values, |dec| {
+            while let Some(ev) = dec.next(symbols) {
+                f(ev, symbols);
+            }
+        })
+    }
+
+    /// Like [`for_each_event`](Self::for_each_event) with `skip_values`,
+    /// but each CALL and RETURN comes as a [`Scanned::Head`] (id, thread,
+    /// method; nothing built): the fast path of a filter that tests only
+    /// types, threads and methods. A chunk is damaged for this exactly
+    /// when it is for `for_each_event`.
+    pub fn for_each_scanned(
+        &self,
+        i: usize,
+        symbols: &mut SymbolTable,
+        mut f: impl FnMut(Scanned, &SymbolTable),
+    ) -> Result<(), ChunkFault> {
+        self.with_chunk(i, true, |dec| {
+            while let Some(ev) = dec.next_scanned(symbols) {
+                f(ev, symbols);
+            }
+        })
+    }
+
+    /// Reads and checks chunk `i`, runs `decode` over it on this thread's
+    /// decoder, and checks the decoded totals against the header.
+    fn with_chunk(
+        &self,
+        i: usize,
+        skip_values: bool,
+        decode: impl FnOnce(&mut ChunkDecoder),
+    ) -> Result<(), ChunkFault> {
         let info = &self.chunks[i];
         let fault = |why| ChunkFault { seq: info.seq, why };
         let mut hb = [0u8; CHUNK_HEADER_LEN];
@@ -112,9 +145,7 @@ impl ChunkFile {
                     return Err(fault("its payload fails its checksum"));
                 }
                 dec.start(h, info.offset);
-                while let Some(ev) = dec.next(symbols) {
-                    f(ev, symbols);
-                }
+                decode(&mut dec);
                 if dec.take_error().is_some() {
                     return Err(fault("its payload cannot be decoded"));
                 }

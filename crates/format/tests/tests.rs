@@ -6,6 +6,7 @@ mod example;
 mod invariants;
 mod recovery;
 mod round_trip;
+mod scan;
 mod size;
 mod stream;
 mod support;
