@@ -22,6 +22,8 @@ use crate::parse::{self, Ast, Lit, LitKind, Op, ParseError};
 pub struct EventFilter {
     root: Node,
     source: String,
+    /// [`type_mask`](Self::type_mask), kept for the scan's first test.
+    mask: u32,
 }
 
 /// Verdicts for one leaf, by symbol handle: 0 unknown, 1 no, 2 yes.
@@ -195,10 +197,7 @@ impl EventFilter {
     pub fn parse(src: &str) -> Result<EventFilter, ParseError> {
         let ast = parse::parse(src)?;
         let root = compile(&ast)?;
-        Ok(EventFilter {
-            root,
-            source: src.to_string(),
-        })
+        Ok(EventFilter::new(root, src.to_string()))
     }
 
     /// Events matching both `self` and `other`, as `(self) && (other)`
@@ -215,10 +214,12 @@ impl EventFilter {
             }
         }
         nodes.sort_by_key(Node::cost);
-        EventFilter {
-            root: merge_types(nodes, true),
-            source,
-        }
+        EventFilter::new(merge_types(nodes, true), source)
+    }
+
+    fn new(root: Node, source: String) -> EventFilter {
+        let mask = mask_of(&root);
+        EventFilter { root, source, mask }
     }
 
     /// The expression as written.
@@ -268,10 +269,15 @@ impl EventFilter {
                 ret,
                 method,
             } => {
+                let type_bit = if *ret { RETURN_BIT } else { CALL_BIT };
+                // Most heads fail the top-level type test: no tree walk.
+                if self.mask & type_bit == 0 {
+                    return false;
+                }
                 let head = Head {
                     id: *id,
                     thread: *thread,
-                    type_bit: if *ret { RETURN_BIT } else { CALL_BIT },
+                    type_bit,
                     method: *method,
                 };
                 eval_head(&mut self.root, &head, syms)
@@ -320,15 +326,20 @@ impl EventFilter {
     /// The event types that can match (bit = index in `EVENT_TYPE_NAMES`),
     /// from the top-level `&&` terms.
     pub fn type_mask(&self) -> u32 {
-        let all = (1u32 << EVENT_TYPE_NAMES.len()) - 1;
-        match &self.root {
-            Node::Types(m) => *m,
-            Node::And(items) => items.iter().fold(all, |acc, n| match n {
-                Node::Types(m) => acc & m,
-                _ => acc,
-            }),
-            _ => all,
-        }
+        self.mask
+    }
+}
+
+/// [`EventFilter::type_mask`] of a compiled tree.
+fn mask_of(root: &Node) -> u32 {
+    let all = (1u32 << EVENT_TYPE_NAMES.len()) - 1;
+    match root {
+        Node::Types(m) => *m,
+        Node::And(items) => items.iter().fold(all, |acc, n| match n {
+            Node::Types(m) => acc & m,
+            _ => acc,
+        }),
+        _ => all,
     }
 }
 
