@@ -544,17 +544,9 @@ impl ReactionTrie {
             }
             for &ch in &n.children {
                 let t = self.nodes[ch].total;
-                if dominant(&t) != run {
+                let Some(share) = self.significant_run_share(&t, run_samples) else {
                     continue;
-                }
-                let share = if run_samples == 0 {
-                    0.0
-                } else {
-                    t[run] as f64 / run_samples as f64
                 };
-                if t[run] < c.min_samples || share < c.min_share {
-                    continue;
-                }
                 found.push(Handler {
                     rule: HandlerRule::OwnLoop,
                     wait_site: None,
@@ -577,6 +569,23 @@ impl ReactionTrie {
         found
     }
 
+    /// A candidate handler's share of all RUN samples, when its subtree is
+    /// RUN-dominated and passes both cut-offs (absolute and relative);
+    /// the test both rules apply to a candidate.
+    fn significant_run_share(&self, t: &StateCounts, run_samples: u64) -> Option<f64> {
+        let c = &self.config;
+        let run = ThreadState::Run.index();
+        if dominant(t) != run {
+            return None;
+        }
+        let share = if run_samples == 0 {
+            0.0
+        } else {
+            t[run] as f64 / run_samples as f64
+        };
+        (t[run] >= c.min_samples && share >= c.min_share).then_some(share)
+    }
+
     /// The second rule: application methods entered from library code
     /// (children of the root) on threads that wait outside application
     /// code between entries.
@@ -591,17 +600,9 @@ impl ReactionTrie {
         let mut found = Vec::new();
         for &ch in &root.children {
             let t = self.nodes[ch].total;
-            if dominant(&t) != run {
+            let Some(share) = self.significant_run_share(&t, run_samples) else {
                 continue;
-            }
-            let share = if run_samples == 0 {
-                0.0
-            } else {
-                t[run] as f64 / run_samples as f64
             };
-            if t[run] < c.min_samples || share < c.min_share {
-                continue;
-            }
             let threads = self.subtree_threads(ch);
             let (mut w, mut r) = (0u64, 0u64);
             let mut sites: HashMap<MethodId, u64> = HashMap::new();
