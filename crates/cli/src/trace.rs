@@ -197,7 +197,7 @@ pub fn open(path: &Path) -> anyhow::Result<Reader> {
         Err(FormatError::Io(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Err(not_a_trace(path)),
         Err(FormatError::NotATrace) => Err(not_a_trace(path)),
         Err(FormatError::UnsupportedVersion { found, supported }) => Err(hinted(
-            format!("{shown} uses trace format version {found}, this vmview reads version {supported}"),
+            format!("{shown} uses trace format version {found}, this vmview reads versions 1 to {supported}"),
             "read it with the vmview release that matches the agent that recorded it",
         )),
         Err(FormatError::Empty(_)) if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) => Err(hinted(

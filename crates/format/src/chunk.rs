@@ -18,6 +18,16 @@ use crate::{
 
 const NO_THREAD: u32 = u32::MAX;
 
+/// A version 2 thread stream being read.
+#[derive(Debug, Clone, Copy)]
+struct StreamCursor {
+    thread: u32,
+    pos: usize,
+    end: usize,
+    left: u32,
+    prev_time: u64,
+}
+
 /// The chunk being read: its payload and the decoding state.
 #[derive(Debug, Default)]
 pub(crate) struct ChunkDecoder {
@@ -41,6 +51,17 @@ pub(crate) struct ChunkDecoder {
     /// empty, a returned value as `Value::Unavailable`, a message as
     /// `None`), for readers that test only types, threads and symbols.
     pub skip_values: bool,
+    /// End of the bytes the current record may use: the payload's end
+    /// (version 1) or the current stream's (version 2).
+    end: usize,
+    /// Version 2: the chunk's streams, read in a merge by time.
+    v2: bool,
+    v2_open: bool,
+    streams: Vec<StreamCursor>,
+    /// Next event time and stream index of every stream with events left.
+    merge: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>>,
+    /// Events returned so far from a version 2 chunk.
+    rank: u64,
 }
 
 impl ChunkDecoder {
@@ -61,6 +82,144 @@ impl ChunkDecoder {
         self.first_id = None;
         self.last_id = None;
         self.error = None;
+        self.end = self.payload.len();
+        self.v2 = header.version == FORMAT_VERSION_2;
+        self.v2_open = false;
+        self.streams.clear();
+        self.merge.clear();
+        self.rank = 0;
+    }
+
+    /// Runs `step` (a record decoder) on the next event of a version 2
+    /// chunk: sets up the stream that comes next in time order as if it
+    /// were a version 1 payload whose thread and next id are known, and
+    /// commits the stream's progress only if `step` consumed an event.
+    #[inline(always)]
+    fn v2_step<T>(
+        &mut self,
+        symbols: &mut SymbolTable,
+        step: impl FnOnce(&mut Self, &mut SymbolTable) -> Result<Option<T>, Malformed>,
+    ) -> Result<Option<T>, Malformed> {
+        if !self.v2_open {
+            self.open_v2(symbols)?;
+        }
+        let Some(&std::cmp::Reverse((_, i))) = self.merge.peek() else {
+            return Ok(None);
+        };
+        let s = self.streams[i as usize];
+        self.pos = s.pos;
+        self.end = s.end;
+        self.cur_thread = s.thread;
+        self.prev_time = s.prev_time;
+        self.next_id = self.header.first_id.wrapping_add(self.rank);
+        let out = step(self, symbols)?;
+        if out.is_some() {
+            self.merge.pop();
+            self.rank += 1;
+            let s = &mut self.streams[i as usize];
+            s.pos = self.pos;
+            s.prev_time = self.prev_time;
+            s.left -= 1;
+            let s = *s;
+            if s.left > 0 {
+                let t = peek_time(&self.payload[..s.end], s.pos, s.prev_time)?;
+                self.merge.push(std::cmp::Reverse((t, i)));
+            } else if s.pos != s.end {
+                return Err(Malformed {
+                    offset: s.pos,
+                    what: "a thread stream that ends with its last event",
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads a version 2 payload's directory and symbol section, and
+    /// starts the merge.
+    #[cold]
+    fn open_v2(&mut self, symbols: &mut SymbolTable) -> Result<(), Malformed> {
+        self.v2_open = true;
+        let p = &self.payload;
+        let n = p.len();
+        let bad = |offset, what| Malformed { offset, what };
+        if n < 4 {
+            return Err(bad(0, "a directory length at the end of the payload"));
+        }
+        let dir_len = u32::from_le_bytes([p[n - 4], p[n - 3], p[n - 2], p[n - 1]]) as usize;
+        let dir_at = (n - 4)
+            .checked_sub(dir_len)
+            .ok_or(bad(n - 4, "a directory that fits the payload"))?;
+        let mut c = Cursor::new(&p[..n - 4], dir_at);
+        let count = c.count(3)?;
+        if count == 0 {
+            return Err(c.err("at least one thread stream"));
+        }
+        let mut total_len = 0usize;
+        let mut total_events = 0u64;
+        let mut prev_thread = None;
+        let mut entries = Vec::with_capacity(count.min(PREALLOC_LIMIT));
+        for _ in 0..count {
+            let at = c.pos();
+            let t = c.u32()?;
+            if t >= MAX_THREAD_REF || prev_thread.is_some_and(|pt| t <= pt) {
+                return Err(bad(at, "stream threads below 2^20 in increasing order"));
+            }
+            prev_thread = Some(t);
+            let events = c.u32()?;
+            let len = c.u64()?;
+            if events == 0 || len == 0 {
+                return Err(bad(at, "a stream with events"));
+            }
+            let len = usize::try_from(len)
+                .ok()
+                .filter(|&l| l <= dir_at)
+                .ok_or(bad(at, "a stream length that fits the payload"))?;
+            total_len = total_len
+                .checked_add(len)
+                .filter(|&l| l <= dir_at)
+                .ok_or(bad(at, "stream lengths that fit the payload"))?;
+            total_events += u64::from(events);
+            entries.push((t, events, len));
+        }
+        if !c.at_end() {
+            return Err(c.err("a directory that ends where its length says"));
+        }
+        let h = &self.header;
+        if total_events != u64::from(h.event_count)
+            || h.last_id.wrapping_sub(h.first_id).wrapping_add(1) != u64::from(h.event_count)
+        {
+            return Err(bad(
+                dir_at,
+                "stream event counts that match a dense id range",
+            ));
+        }
+        // The symbol section.
+        let streams_at = dir_at - total_len;
+        let mut c = Cursor::new(&p[..streams_at], 0);
+        while !c.at_end() {
+            let at = c.pos();
+            let tag = c.u8()?;
+            let op = tag & OP_MASK;
+            if tag != op || !(op <= OP_THREAD || op == OP_STACK) {
+                return Err(bad(at, "only symbol records before the thread streams"));
+            }
+            symbols.insert(read_symbol(&mut c, op)?);
+        }
+        let mut pos = streams_at;
+        for (i, (thread, left, len)) in entries.into_iter().enumerate() {
+            let s = StreamCursor {
+                thread,
+                pos,
+                end: pos + len,
+                left,
+                prev_time: 0,
+            };
+            pos += len;
+            let t = peek_time(&self.payload[..s.end], s.pos, 0)?;
+            self.streams.push(s);
+            self.merge.push(std::cmp::Reverse((t, i as u32)));
+        }
+        Ok(())
     }
 
     /// The next event, after adding the symbol records before it to
@@ -69,7 +228,12 @@ impl ChunkDecoder {
     /// `Result` so the event can travel to the caller without reshuffling.)
     #[inline]
     pub(crate) fn next(&mut self, symbols: &mut SymbolTable) -> Option<Event> {
-        match self.decode(symbols) {
+        let r = if self.v2 {
+            self.v2_step(symbols, |d, s| d.decode(s))
+        } else {
+            self.decode(symbols)
+        };
+        match r {
             Ok(ev) => ev,
             Err(e) => {
                 self.error = Some(e);
@@ -86,7 +250,7 @@ impl ChunkDecoder {
     #[inline(always)]
     fn decode(&mut self, symbols: &mut SymbolTable) -> Result<Option<Event>, Malformed> {
         loop {
-            let mut c = Cursor::new(&self.payload, self.pos);
+            let mut c = Cursor::new(&self.payload[..self.end], self.pos);
             if c.at_end() {
                 return Ok(None);
             }
@@ -148,6 +312,11 @@ impl ChunkDecoder {
                         expected
                     };
                     let predicted_caller = st.begin_call(depth);
+                    let body_end = if self.v2 && x & CALL_BODY != 0 {
+                        Some(body_length(&mut c)?)
+                    } else {
+                        None
+                    };
                     let caller = if x & CALL_CALLER != 0 {
                         let cm = if x & CALL_CALLER_METHOD != 0 {
                             c.u32()?
@@ -183,6 +352,7 @@ impl ChunkDecoder {
                         &mut st.cpu_ns,
                         &mut st.alloc_bytes,
                     )?;
+                    body_ends(&c, body_end)?;
                     st.end_call(depth, method, time_ns);
                     EventKind::Call {
                         method: MethodId(method),
@@ -223,6 +393,11 @@ impl ChunkDecoder {
                             None => return Err(c.err("an open CALL for the RETURN's elapsed time")),
                         }
                     };
+                    let body_end = if self.v2 && x & RET_BODY != 0 {
+                        Some(body_length(&mut c)?)
+                    } else {
+                        None
+                    };
                     let outcome = match (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT {
                         0 => Outcome::Void,
                         1 if self.skip_values => {
@@ -242,6 +417,7 @@ impl ChunkDecoder {
                         &mut st.cpu_ns,
                         &mut st.alloc_bytes,
                     )?;
+                    body_ends(&c, body_end)?;
                     st.end_return(depth);
                     EventKind::Return {
                         method: MethodId(method),
@@ -310,7 +486,12 @@ impl ChunkDecoder {
     /// events are decoded whole. The same bytes are damaged either way.
     #[inline]
     pub(crate) fn next_scanned(&mut self, symbols: &mut SymbolTable) -> Option<Scanned> {
-        match self.decode_head(symbols) {
+        let r = if self.v2 {
+            self.v2_step(symbols, |d, s| d.decode_head(s))
+        } else {
+            self.decode_head(symbols)
+        };
+        match r {
             Ok(Some(s)) => Some(s),
             Ok(None) => self.next(symbols).map(Scanned::Full),
             Err(e) => {
@@ -325,7 +506,7 @@ impl ChunkDecoder {
     #[inline(always)]
     fn decode_head(&mut self, symbols: &mut SymbolTable) -> Result<Option<Scanned>, Malformed> {
         loop {
-            let mut c = Cursor::new(&self.payload, self.pos);
+            let mut c = Cursor::new(&self.payload[..self.end], self.pos);
             if c.at_end() {
                 return Ok(None);
             }
@@ -388,29 +569,44 @@ impl ChunkDecoder {
                     expected
                 };
                 let predicted_caller = st.begin_call(depth);
-                if x & CALL_CALLER != 0 {
-                    if x & CALL_CALLER_METHOD != 0 {
-                        c.u32()?;
-                    } else if predicted_caller.is_none() {
+                if self.v2 && x & CALL_BODY != 0 {
+                    // The body is stepped over whole; only what the head
+                    // implies is checked.
+                    if x & CALL_CALLER == 0 && x & CALL_CALLER_METHOD != 0 {
+                        return Err(c.err("a caller method only with a caller"));
+                    }
+                    if x & (CALL_CALLER | CALL_CALLER_METHOD) == CALL_CALLER
+                        && predicted_caller.is_none()
+                    {
                         return Err(c.err("an open CALL to name the caller"));
                     }
-                    read_loc(&mut c)?;
-                } else if x & CALL_CALLER_METHOD != 0 {
-                    return Err(c.err("a caller method only with a caller"));
-                }
-                if x & CALL_PARAMS != 0 {
-                    let n = c.count(1)?;
-                    for _ in 0..n {
-                        skip_value(&mut c, 0)?;
+                    let end = body_length(&mut c)?;
+                    c.bytes(end - c.pos())?;
+                } else {
+                    if x & CALL_CALLER != 0 {
+                        if x & CALL_CALLER_METHOD != 0 {
+                            c.u32()?;
+                        } else if predicted_caller.is_none() {
+                            return Err(c.err("an open CALL to name the caller"));
+                        }
+                        read_loc(&mut c)?;
+                    } else if x & CALL_CALLER_METHOD != 0 {
+                        return Err(c.err("a caller method only with a caller"));
                     }
+                    if x & CALL_PARAMS != 0 {
+                        let n = c.count(1)?;
+                        for _ in 0..n {
+                            skip_value(&mut c, 0)?;
+                        }
+                    }
+                    read_metrics(
+                        &mut c,
+                        x & CALL_CPU != 0,
+                        x & CALL_ALLOC != 0,
+                        &mut st.cpu_ns,
+                        &mut st.alloc_bytes,
+                    )?;
                 }
-                read_metrics(
-                    &mut c,
-                    x & CALL_CPU != 0,
-                    x & CALL_ALLOC != 0,
-                    &mut st.cpu_ns,
-                    &mut st.alloc_bytes,
-                )?;
                 st.end_call(depth, method, time_ns);
             } else {
                 if x & !RET_KNOWN != 0 || (kind_flag && x == 0) {
@@ -439,21 +635,28 @@ impl ChunkDecoder {
                 } else if open.is_none() {
                     return Err(c.err("an open CALL for the RETURN's elapsed time"));
                 }
-                match (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT {
-                    0 => {}
-                    1 => skip_value(&mut c, 0)?,
-                    2 => {
-                        c.u32()?;
-                    }
-                    _ => return Err(c.err("a known RETURN outcome")),
+                if (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT == 3 {
+                    return Err(c.err("a known RETURN outcome"));
                 }
-                read_metrics(
-                    &mut c,
-                    x & RET_CPU != 0,
-                    x & RET_ALLOC != 0,
-                    &mut st.cpu_ns,
-                    &mut st.alloc_bytes,
-                )?;
+                if self.v2 && x & RET_BODY != 0 {
+                    let end = body_length(&mut c)?;
+                    c.bytes(end - c.pos())?;
+                } else {
+                    match (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT {
+                        0 => {}
+                        1 => skip_value(&mut c, 0)?,
+                        _ => {
+                            c.u32()?;
+                        }
+                    }
+                    read_metrics(
+                        &mut c,
+                        x & RET_CPU != 0,
+                        x & RET_ALLOC != 0,
+                        &mut st.cpu_ns,
+                        &mut st.alloc_bytes,
+                    )?;
+                }
                 st.end_return(depth);
             }
             self.cur_thread = thread;
@@ -472,6 +675,42 @@ impl ChunkDecoder {
                 method: MethodId(method),
             }));
         }
+    }
+}
+
+/// The next event's time in a version 2 stream, from its tag and time
+/// delta; the tag must be an event's without the thread and id bits.
+#[inline]
+fn peek_time(stream: &[u8], pos: usize, prev_time: u64) -> Result<u64, Malformed> {
+    let mut c = Cursor::new(stream, pos);
+    let tag = c.u8()?;
+    let op = tag & OP_MASK;
+    if tag & (F_THREAD | F_ID) != 0 || op <= OP_THREAD || op == OP_STACK {
+        return Err(Malformed {
+            offset: pos,
+            what: "an event without thread or id bits in a thread stream",
+        });
+    }
+    Ok(prev_time.wrapping_add(c.i64()? as u64))
+}
+
+/// Reads a version 2 body length (at least 1) and returns where the body
+/// ends, checked against the bytes left.
+#[inline]
+fn body_length(c: &mut Cursor) -> Result<usize, Malformed> {
+    let n = c.u64()?;
+    if n == 0 || n > c.remaining() as u64 {
+        return Err(c.err("a body length within the stream"));
+    }
+    Ok(c.pos() + n as usize)
+}
+
+/// Checks that a version 2 body was consumed exactly.
+#[inline]
+fn body_ends(c: &Cursor, end: Option<usize>) -> Result<(), Malformed> {
+    match end {
+        Some(e) if c.pos() != e => Err(c.err("a body that ends where its length says")),
+        _ => Ok(()),
     }
 }
 

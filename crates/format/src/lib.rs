@@ -29,7 +29,9 @@ mod writer;
 pub use event::*;
 pub use reader::TraceReader;
 pub use symbols::*;
-pub use wire::{DEFAULT_CHUNK_BYTES, FORMAT_VERSION, MAX_THREAD_REF};
+pub use wire::{
+    DEFAULT_CHUNK_BYTES, FORMAT_VERSION, FORMAT_VERSION_2, MAX_THREAD_REF, NEWEST_VERSION,
+};
 pub use writer::TraceWriter;
 
 use slots::Slots;
@@ -59,7 +61,9 @@ pub enum FormatError {
     Io(#[from] std::io::Error),
     #[error("not a vmview trace (bad magic at offset 0)")]
     NotATrace,
-    #[error("unsupported trace format version {found} (this vmview reads version {supported})")]
+    #[error(
+        "unsupported trace format version {found} (this vmview reads versions 1 to {supported})"
+    )]
     UnsupportedVersion { found: u16, supported: u16 },
     #[error("the trace holds no complete chunk: {0}")]
     Empty(String),

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 use crate::chunk::ChunkDecoder;
-use crate::wire::{ChunkHeader, CHUNK_HEADER_LEN, FORMAT_VERSION};
+use crate::wire::{readable_version, ChunkHeader, CHUNK_HEADER_LEN};
 use crate::{ChunkInfo, Event, FormatError, Scanned, SymbolTable, TraceHeader, TraceReader};
 
 /// A chunk could not be read as its index entry promised: the caller falls
@@ -124,7 +124,7 @@ impl ChunkFile {
         if h.info(info.offset) != *info {
             return Err(fault("its header disagrees with the index"));
         }
-        if h.version != FORMAT_VERSION {
+        if !readable_version(h.version) {
             return Err(fault("it is in another format version"));
         }
         // Each pool thread keeps its decoder, and so its payload buffer:

@@ -112,10 +112,10 @@ impl<R: Read + Seek> TraceReader<R> {
         }
         if n >= 10 {
             let found = u16::from_le_bytes([prefix[8], prefix[9]]);
-            if found != FORMAT_VERSION {
+            if !readable_version(found) {
                 return Err(FormatError::UnsupportedVersion {
                     found,
-                    supported: FORMAT_VERSION,
+                    supported: NEWEST_VERSION,
                 });
             }
         }
@@ -132,7 +132,7 @@ impl<R: Read + Seek> TraceReader<R> {
         let mut diagnostics = Vec::new();
         let body_len = u32::from_le_bytes([prefix[10], prefix[11], prefix[12], prefix[13]]);
         let mut header = TraceHeader {
-            version: FORMAT_VERSION,
+            version: u16::from_le_bytes([prefix[8], prefix[9]]),
             ..TraceHeader::default()
         };
         let mut chunks_start = None;
@@ -164,7 +164,7 @@ impl<R: Read + Seek> TraceReader<R> {
                 ]);
                 body.truncate(got - 4);
                 let crc = crc32c::crc32c_append(crc32c::crc32c(&prefix[8..]), &body);
-                let decoded = decode_header_body(&body, FORMAT_VERSION);
+                let decoded = decode_header_body(&body, header.version);
                 if crc == stored {
                     chunks_start = Some(FILE_PREFIX_LEN as u64 + want);
                     match decoded {
@@ -589,7 +589,7 @@ impl<R: Read + Seek> TraceReader<R> {
             return Ok(Loaded::End);
         }
         self.next_offset = payload_at + len;
-        if h.version != FORMAT_VERSION {
+        if !readable_version(h.version) {
             self.diagnostics.push(Diagnostic {
                 chunk: Some(h.seq),
                 offset: off,

@@ -21,6 +21,19 @@ pub(crate) fn put_u64(buf: &mut Vec<u8>, mut v: u64) {
 
 /// Appends `v` zigzag-mapped, as a varint.
 #[inline]
+/// Encodes `v` as a varint into `out`, returning the length (for writing
+/// a varint in front of bytes already in a buffer).
+pub(crate) fn encode_u64(mut v: u64, out: &mut [u8; 10]) -> usize {
+    let mut i = 0;
+    while v >= 0x80 {
+        out[i] = (v as u8) | 0x80;
+        v >>= 7;
+        i += 1;
+    }
+    out[i] = v as u8;
+    i + 1
+}
+
 pub(crate) fn put_i64(buf: &mut Vec<u8>, v: i64) {
     put_u64(buf, zigzag(v));
 }

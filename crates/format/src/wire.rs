@@ -9,8 +9,19 @@
 use crate::varint::{put_str, put_u64, Cursor, Malformed};
 use crate::{ChunkInfo, TraceHeader};
 
-/// The format version this crate writes and reads.
+/// The format version this crate writes by default (it reads this and
+/// [`FORMAT_VERSION_2`]).
 pub const FORMAT_VERSION: u16 = 1;
+/// Format version 2: chunks of per-thread streams (docs/FORMAT.md,
+/// "Version 2"); written when asked for with `TraceWriter::with_version`.
+pub const FORMAT_VERSION_2: u16 = 2;
+/// The highest version this crate reads.
+pub const NEWEST_VERSION: u16 = FORMAT_VERSION_2;
+
+/// Whether this crate reads traces (and chunks) of `version`.
+pub fn readable_version(version: u16) -> bool {
+    version == FORMAT_VERSION || version == FORMAT_VERSION_2
+}
 
 /// First bytes of every trace file. Like PNG's signature: a non-ASCII first
 /// byte and CR LF / SUB / LF so that text-mode transfers are detected.
@@ -121,6 +132,9 @@ pub const CALL_CPU: u8 = 0x10;
 /// The thread's allocated bytes follow, as a zigzag delta likewise.
 pub const CALL_ALLOC: u8 = 0x20;
 pub const CALL_KNOWN: u8 = 0x3f;
+/// The CALL extras bits whose fields form its body (length-prefixed in
+/// format version 2): caller, parameters, metrics.
+pub const CALL_BODY: u8 = CALL_CALLER | CALL_PARAMS | CALL_CPU | CALL_ALLOC;
 
 // RETURN extras byte.
 /// Depth differs from the thread's current depth: zigzag delta follows.
@@ -137,6 +151,9 @@ pub const RET_CPU: u8 = 0x20;
 /// Allocated bytes delta follows (as [`CALL_ALLOC`]).
 pub const RET_ALLOC: u8 = 0x40;
 pub const RET_KNOWN: u8 = 0x7f;
+/// The RETURN extras bits whose fields form its body (length-prefixed in
+/// format version 2): outcome value or exception, metrics.
+pub const RET_BODY: u8 = RET_OUTCOME_MASK | RET_CPU | RET_ALLOC;
 
 // Value tags.
 pub const V_NULL: u8 = 0;
@@ -157,7 +174,7 @@ pub const V_OBJECT: u8 = 14;
 pub const V_UNAVAILABLE: u8 = 15;
 
 /// Encodes the whole file header: magic, version, body length, body, CRC.
-pub fn encode_file_header(h: &TraceHeader) -> Vec<u8> {
+pub fn encode_file_header_version(h: &TraceHeader, version: u16) -> Vec<u8> {
     let mut body = Vec::new();
     put_u64(&mut body, u64::from(h.pid));
     put_u64(&mut body, h.start_unix_ns);
@@ -168,7 +185,7 @@ pub fn encode_file_header(h: &TraceHeader) -> Vec<u8> {
     }
     let mut out = Vec::with_capacity(FILE_PREFIX_LEN + body.len() + 4);
     out.extend_from_slice(&FILE_MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(&body);
     let crc = crc32c::crc32c(&out[8..]);

@@ -183,6 +183,29 @@ fn emit_with_deps(
     Ok(())
 }
 
+/// One thread's stream in the version 2 chunk being built.
+#[derive(Debug, Default)]
+struct Stream {
+    /// Generation of the chunk this stream's bytes belong to.
+    generation: u32,
+    bytes: Vec<u8>,
+    count: u32,
+    prev_time: u64,
+}
+
+/// Version 2 state: the chunk's thread streams (docs/FORMAT.md, "Version 2").
+#[derive(Debug, Default)]
+struct V2 {
+    streams: Slots<Stream>,
+    /// Threads with a stream in the chunk being built.
+    active: Vec<u32>,
+    /// Bytes in the active streams.
+    stream_bytes: usize,
+    /// A symbol the chunk already holds was redefined: the next event
+    /// starts a new chunk (a version 2 chunk defines a handle once).
+    redefined: bool,
+}
+
 /// Writes a trace: header, then chunks of symbol records and events, then
 /// (on `finish`) the index footer.
 ///
@@ -212,6 +235,8 @@ pub struct TraceWriter<W: Write> {
     prev_time: u64,
     next_id: u64,
     cur_thread: u32,
+    /// Per-thread streams when writing format version 2.
+    v2: Option<Box<V2>>,
 
     // The whole trace.
     last_id: Option<u64>,
@@ -229,11 +254,30 @@ impl<W: Write> TraceWriter<W> {
     /// Like `new` with another chunk payload size target (bytes). Values
     /// above 64 MiB are clamped to 64 MiB.
     pub fn with_chunk_size(
-        mut out: W,
+        out: W,
         header: &TraceHeader,
         chunk_bytes: usize,
     ) -> Result<Self, FormatError> {
-        let head = encode_file_header(header);
+        Self::with_version(out, header, chunk_bytes, FORMAT_VERSION)
+    }
+
+    /// Like `with_chunk_size`, writing format `version` (1 or 2). Version 2
+    /// puts each thread's events in a stream of its own per chunk and
+    /// numbers them implicitly: ids must then be dense within a chunk, so
+    /// an id gap starts a new chunk (write derived traces with sparse ids in
+    /// version 1).
+    pub fn with_version(
+        mut out: W,
+        header: &TraceHeader,
+        chunk_bytes: usize,
+        version: u16,
+    ) -> Result<Self, FormatError> {
+        if version != FORMAT_VERSION && version != FORMAT_VERSION_2 {
+            return Err(FormatError::InvalidWrite(format!(
+                "format version {version} cannot be written (1 or 2)"
+            )));
+        }
+        let head = encode_file_header_version(header, version);
         out.write_all(&head)?;
         let chunk_target = chunk_bytes.clamp(1, MAX_CHUNK_BYTES);
         let mut buf =
@@ -255,6 +299,7 @@ impl<W: Write> TraceWriter<W> {
             prev_time: 0,
             next_id: 0,
             cur_thread: NO_THREAD,
+            v2: (version == FORMAT_VERSION_2).then(Box::default),
             last_id: None,
             events: 0,
             bytes: head.len() as u64,
@@ -266,6 +311,16 @@ impl<W: Write> TraceWriter<W> {
     /// its handle; the writer puts the record into each chunk that needs it.
     /// Defining a handle again replaces its definition from the next use on.
     pub fn define(&mut self, sym: Symbol) {
+        if let Some(v2) = &mut self.v2 {
+            let gen = self.generation;
+            let held = |d: Option<&Def>| d.is_some_and(|d| d.emitted == gen);
+            v2.redefined |= match &sym {
+                Symbol::String { id, .. } => held(self.defs.strings.get(id.0)),
+                Symbol::Method(m) => held(self.defs.methods.get(m.id.0)),
+                Symbol::Thread(t) => held(self.defs.threads.get(t.id.0)),
+                Symbol::Stack(st) => held(self.defs.stacks.get(st.id.0)),
+            };
+        }
         let mut rec = Vec::with_capacity(32);
         match sym {
             Symbol::String { id, text } => {
@@ -336,8 +391,15 @@ impl<W: Write> TraceWriter<W> {
                 "thread handle {t} is too large (handles are dense and below {MAX_THREAD_REF})"
             )));
         }
+        let v2 = self.v2.is_some();
+        let streams_len = self.v2.as_ref().map_or(0, |v| v.stream_bytes);
         if self.count > 0
-            && (self.buf.len() - CHUNK_HEADER_LEN >= self.chunk_target || self.count == u32::MAX)
+            && (self.buf.len() - CHUNK_HEADER_LEN + streams_len >= self.chunk_target
+                || self.count == u32::MAX
+                || self
+                    .v2
+                    .as_ref()
+                    .is_some_and(|v| v.redefined || ev.id != self.next_id))
         {
             self.end_chunk()?;
         }
@@ -346,29 +408,56 @@ impl<W: Write> TraceWriter<W> {
         // records, so if a later handle turns out undefined, what was
         // already appended is harmless.
         let gen = self.generation;
-        if t != self.cur_thread {
+        if v2 || t != self.cur_thread {
             self.defs.thread(t, gen, &mut self.buf)?;
         }
         self.ensure_symbols(&ev.kind)?;
 
         // Then the event, which cannot fail any more.
         let mut flags = 0u8;
-        if t != self.cur_thread {
-            flags |= F_THREAD;
-        }
-        if ev.id != self.next_id {
-            flags |= F_ID;
-        }
-        let buf = &mut self.buf;
+        let next_id = self.next_id;
+        let mut prev_time = self.prev_time;
+        let buf = match &mut self.v2 {
+            None => {
+                if t != self.cur_thread {
+                    flags |= F_THREAD;
+                }
+                if ev.id != next_id {
+                    flags |= F_ID;
+                }
+                &mut self.buf
+            }
+            Some(v2) => {
+                let st = match v2.streams.get_mut(t) {
+                    Some(st) => st,
+                    None => {
+                        v2.streams.insert(t, Stream::default());
+                        v2.streams.get_mut(t).expect("just inserted")
+                    }
+                };
+                if st.generation != gen {
+                    st.generation = gen;
+                    st.bytes.clear();
+                    st.count = 0;
+                    st.prev_time = 0;
+                    v2.active.push(t);
+                }
+                prev_time = st.prev_time;
+                &mut st.bytes
+            }
+        };
+        let start_len = buf.len();
+        // Where a version 2 CALL/RETURN body starts (its length goes there).
+        let mut body_at = None;
         let head = |buf: &mut Vec<u8>, op: u8| {
             buf.push(op | flags);
             if flags & F_THREAD != 0 {
                 put_u64(buf, u64::from(t));
             }
             if flags & F_ID != 0 {
-                put_u64(buf, ev.id - self.next_id);
+                put_u64(buf, ev.id - next_id);
             }
-            put_i64(buf, ev.time_ns.wrapping_sub(self.prev_time) as i64);
+            put_i64(buf, ev.time_ns.wrapping_sub(prev_time) as i64);
         };
         match &ev.kind {
             EventKind::Call {
@@ -409,6 +498,9 @@ impl<W: Write> TraceWriter<W> {
                 put_u64(buf, u64::from(method.0));
                 if x & CALL_DEPTH != 0 {
                     put_i64(buf, i64::from(*depth) - i64::from(expected));
+                }
+                if x & CALL_BODY != 0 {
+                    body_at = Some(buf.len());
                 }
                 if let Some((cm, loc)) = caller {
                     if x & CALL_CALLER_METHOD != 0 {
@@ -475,6 +567,9 @@ impl<W: Write> TraceWriter<W> {
                 }
                 if x & RET_ELAPSED != 0 {
                     put_u64(buf, *elapsed_ns);
+                }
+                if x & RET_BODY != 0 {
+                    body_at = Some(buf.len());
                 }
                 match outcome {
                     Outcome::Void => {}
@@ -655,6 +750,20 @@ impl<W: Write> TraceWriter<W> {
             }
         }
 
+        if let Some(v2) = &mut self.v2 {
+            // `buf` is the thread's stream: give a body its length prefix.
+            if let Some(at) = body_at {
+                let st = v2.streams.get_mut(t).expect("the event's stream");
+                let n = (st.bytes.len() - at) as u64;
+                let mut len = [0u8; 10];
+                let k = crate::varint::encode_u64(n, &mut len);
+                st.bytes.splice(at..at, len[..k].iter().copied());
+            }
+            let st = v2.streams.get_mut(t).expect("the event's stream");
+            st.count += 1;
+            st.prev_time = ev.time_ns;
+            v2.stream_bytes += st.bytes.len() - start_len;
+        }
         self.cur_thread = t;
         self.prev_time = ev.time_ns;
         self.next_id = ev.id.wrapping_add(1);
@@ -811,6 +920,26 @@ impl<W: Write> TraceWriter<W> {
             self.start_chunk();
             return Ok(());
         }
+        if let Some(v2) = &mut self.v2 {
+            // Streams in thread order, then the directory and its length.
+            v2.active.sort_unstable();
+            let mut dir = Vec::with_capacity(8 + v2.active.len() * 8);
+            put_u64(&mut dir, v2.active.len() as u64);
+            for &t in &v2.active {
+                let st = v2.streams.get_mut(t).expect("an active stream");
+                self.buf.extend_from_slice(&st.bytes);
+                put_u64(&mut dir, u64::from(t));
+                put_u64(&mut dir, u64::from(st.count));
+                put_u64(&mut dir, st.bytes.len() as u64);
+                st.bytes.clear();
+                if st.bytes.capacity() > 1 << 20 {
+                    st.bytes.shrink_to(64 << 10);
+                }
+            }
+            self.buf.extend_from_slice(&dir);
+            self.buf
+                .extend_from_slice(&(dir.len() as u32).to_le_bytes());
+        }
         let payload = &self.buf[CHUNK_HEADER_LEN..];
         let Ok(payload_len) = u32::try_from(payload.len()) else {
             self.start_chunk();
@@ -819,7 +948,11 @@ impl<W: Write> TraceWriter<W> {
             ));
         };
         let header = ChunkHeader {
-            version: FORMAT_VERSION,
+            version: if self.v2.is_some() {
+                FORMAT_VERSION_2
+            } else {
+                FORMAT_VERSION
+            },
             flags: 0,
             seq: self.seq,
             event_count: self.count,
@@ -855,6 +988,11 @@ impl<W: Write> TraceWriter<W> {
         self.prev_time = 0;
         self.next_id = 0;
         self.cur_thread = NO_THREAD;
+        if let Some(v2) = &mut self.v2 {
+            v2.active.clear();
+            v2.stream_bytes = 0;
+            v2.redefined = false;
+        }
     }
 }
 

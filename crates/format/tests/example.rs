@@ -72,7 +72,7 @@ pub fn tiny_trace() -> Vec<u8> {
 /// The bytes listed in the document's worked example: every line of the
 /// fenced block after the `worked-example` marker that starts with a
 /// six-digit hex offset contributes the hex pairs before its `|`.
-fn bytes_in_doc(doc: &str) -> Vec<u8> {
+pub fn bytes_in_doc(doc: &str) -> Vec<u8> {
     let Some(start) = doc.find("<!-- worked-example -->") else {
         return Vec::new();
     };

@@ -316,15 +316,15 @@ fn random_bytes_with_chunk_magics_sprinkled_in_never_panic() {
 #[test]
 fn wrong_version_is_refused_with_both_versions_named() {
     let mut bytes = write(&symbols(), &all_kinds(), 1024);
-    bytes[8] = 2;
+    bytes[8] = 3;
     match TraceReader::new(Cursor::new(&bytes)) {
         Err(
             e @ FormatError::UnsupportedVersion {
-                found: 2,
-                supported: 1,
+                found: 3,
+                supported: 2,
             },
         ) => {
-            assert!(e.to_string().contains("version 2"));
+            assert!(e.to_string().contains("version 3"), "{e}");
         }
         other => panic!("{:?}", other.err()),
     }

@@ -10,3 +10,4 @@ mod scan;
 mod size;
 mod stream;
 mod support;
+mod v2;
