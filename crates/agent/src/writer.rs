@@ -119,8 +119,14 @@ impl Writer {
                 deepest: 0,
             },
         };
+        let version = agent.options.format;
         let out = w.attempt("open", move || {
-            TraceWriter::new(BufWriter::new(file), header)
+            TraceWriter::with_version(
+                BufWriter::new(file),
+                header,
+                vmview_format::DEFAULT_CHUNK_BYTES,
+                version,
+            )
         });
         w.out = out;
         w

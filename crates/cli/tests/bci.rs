@@ -187,6 +187,7 @@ fn record_with(java: &Path, flags: &[&str], jvm_args: &[&str], main: &str) -> Re
     let trace = scratch(main).join("trace.vmv");
     let output = Command::new(vmview())
         .arg("record")
+        .args(format_flags())
         .args(flags)
         .arg("-o")
         .arg(&trace)

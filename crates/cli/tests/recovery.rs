@@ -14,10 +14,11 @@ fn start_loop(name: &str, opts: &str, args: &[&str]) -> (std::process::Child, st
     let trace = dir.join("trace.vmv");
     let child = Command::new("java")
         .arg(format!(
-            "-agentpath:{}=file={},{}",
+            "-agentpath:{}=file={},{}{}",
             agent().display(),
             trace.display(),
-            opts
+            opts,
+            format_option()
         ))
         .arg("-cp")
         .arg(classes())

@@ -145,6 +145,7 @@ pub fn record(flags: &[&str], jvm_args: &[&str], main: &str, args: &[&str]) -> R
     let trace = dir.join("trace.vmv");
     let output = Command::new(vmview())
         .arg("record")
+        .args(format_flags())
         .args(flags)
         .arg("-o")
         .arg(&trace)
@@ -158,6 +159,25 @@ pub fn record(flags: &[&str], jvm_args: &[&str], main: &str, args: &[&str]) -> R
         .output()
         .expect("run vmview record");
     Recording { trace, output }
+}
+
+/// `--format 2` when the environment says `VMVIEW_TEST_FORMAT=2`, so the
+/// end-to-end tests that record through [`record`] (and the few that start
+/// the agent themselves and add [`format_option`]) can be run on trace
+/// format version 2: `VMVIEW_TEST_FORMAT=2 cargo test -p vmview-cli`.
+pub fn format_flags() -> Vec<String> {
+    match std::env::var("VMVIEW_TEST_FORMAT") {
+        Ok(v) if !v.is_empty() => vec!["--format".into(), v],
+        _ => Vec::new(),
+    }
+}
+
+/// [`format_flags`] as an agent option to append: `,format=2` or nothing.
+pub fn format_option() -> String {
+    match std::env::var("VMVIEW_TEST_FORMAT") {
+        Ok(v) if !v.is_empty() => format!(",format={v}"),
+        _ => String::new(),
+    }
 }
 
 /// Runs `vmview ARGS` and returns its output.

@@ -13,6 +13,7 @@ mod deep_stacks;
 mod errors;
 mod faults;
 mod filter;
+mod format_v2;
 mod formats;
 mod install;
 mod locks;

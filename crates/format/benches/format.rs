@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::io::Cursor;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use vmview_format::{TraceHeader, TraceReader, TraceWriter};
+use vmview_format::{TraceHeader, TraceReader, TraceWriter, DEFAULT_CHUNK_BYTES};
 
 #[path = "../tests/stream.rs"]
 mod stream;
@@ -23,9 +23,14 @@ fn header() -> TraceHeader {
     }
 }
 
-fn encode(rec: &stream::Recording, capacity: usize) -> Vec<u8> {
-    let mut w =
-        TraceWriter::new(Vec::with_capacity(capacity), &header()).expect("in-memory writer");
+fn encode(rec: &stream::Recording, capacity: usize, version: u16) -> Vec<u8> {
+    let mut w = TraceWriter::with_version(
+        Vec::with_capacity(capacity),
+        &header(),
+        DEFAULT_CHUNK_BYTES,
+        version,
+    )
+    .expect("in-memory writer");
     for s in &rec.symbols {
         w.define(s.clone());
     }
@@ -38,7 +43,9 @@ fn encode(rec: &stream::Recording, capacity: usize) -> Vec<u8> {
 fn format(c: &mut Criterion) {
     let rec = stream::realistic(EVENTS, 1);
     let n = rec.events.len();
-    let bytes = encode(&rec, 0);
+    let bytes = encode(&rec, 0, 1);
+    let bytes_v2 = encode(&rec, 0, 2);
+    eprintln!("version 2: {} bytes", bytes_v2.len());
     let pairs = n as f64 / 2.0;
     eprintln!(
         "realistic stream: {n} events, {} bytes, {:.2} bytes per CALL+RETURN pair (all overhead included)",
@@ -49,21 +56,29 @@ fn format(c: &mut Criterion) {
     let mut g = c.benchmark_group("format");
     g.sample_size(20);
     g.throughput(Throughput::Elements(n as u64));
-    g.bench_function("write_call_return", |b| {
-        b.iter(|| black_box(encode(black_box(&rec), bytes.len() + 4096)))
-    });
-    g.bench_function("read_call_return", |b| {
-        b.iter(|| {
-            let mut r = TraceReader::new(Cursor::new(black_box(&bytes[..]))).expect("trace");
-            let mut count = 0usize;
-            while let Some(e) = r.next_event() {
-                black_box(&e);
-                count += 1;
-            }
-            assert_eq!(count, n);
-            count
-        })
-    });
+    // One core: the writer thread's work per event in each version.
+    for (version, name) in [(1, "write_call_return"), (2, "write_call_return_v2")] {
+        g.bench_function(name, |b| {
+            b.iter(|| black_box(encode(black_box(&rec), bytes.len() + 4096, version)))
+        });
+    }
+    for (trace, name) in [
+        (&bytes, "read_call_return"),
+        (&bytes_v2, "read_call_return_v2"),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut r = TraceReader::new(Cursor::new(black_box(&trace[..]))).expect("trace");
+                let mut count = 0usize;
+                while let Some(e) = r.next_event() {
+                    black_box(&e);
+                    count += 1;
+                }
+                assert_eq!(count, n);
+                count
+            })
+        });
+    }
     g.finish();
 }
 

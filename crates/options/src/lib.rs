@@ -192,6 +192,20 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "format",
+        value: Some("1|2"),
+        default: Some("1"),
+        help: "trace format version written: 1, or 2 (one stream per thread in each chunk, docs/FORMAT.md); every vmview reading command reads both",
+        apply: |o, v| {
+            o.format = match v {
+                "1" => 1,
+                "2" => 2,
+                _ => return Err(format!("expected 1 or 2, got '{v}'")),
+            };
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "depth",
         value: Some("MIN..MAX"),
         default: Some("1.."),
@@ -388,6 +402,8 @@ pub struct AgentOptions {
     pub buffer: u64,
     /// Longest interval between two chunk flushes.
     pub flush: Duration,
+    /// Trace format version written (`format=`): 1 or 2.
+    pub format: u16,
     /// Time between two stack samples (with [`EventGroup::Samples`]).
     pub interval: Duration,
     /// The depths whose calls are traced (`depth=`).
@@ -428,6 +444,7 @@ impl Default for AgentOptions {
             strings: 256,
             buffer: 64 << 20,
             flush: Duration::from_secs(1),
+            format: 1,
             interval: Duration::from_millis(10),
             depth: DepthWindow::ALL,
             adapt: None,

@@ -29,6 +29,7 @@ fn empty_string_gives_the_documented_defaults() {
     assert_eq!(o.strings, 256);
     assert_eq!(o.buffer, 64 << 20);
     assert_eq!(o.flush, Duration::from_secs(1));
+    assert_eq!(o.format, 1);
     assert!(!o.quiet);
 }
 
@@ -118,6 +119,7 @@ fn bad_values_name_the_option_and_what_is_accepted() {
     assert!(error("buffer=12q").contains("use k, m or g"));
     assert!(error("buffer=1k").contains("too small"));
     assert!(error("flush=10").contains("needs a unit"));
+    assert!(error("format=3").contains("expected 1 or 2, got '3'"));
     assert!(error("flush=3h").starts_with("flush: unknown duration unit 'h'"));
     assert!(error("file=a%q").contains("unknown placeholder '%q'"));
     assert!(error("classes=").starts_with("classes: expected one or more class patterns"));
