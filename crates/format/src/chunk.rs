@@ -62,6 +62,8 @@ pub(crate) struct ChunkDecoder {
     merge: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>>,
     /// Events returned so far from a version 2 chunk.
     rank: u64,
+    /// The stream being read (not in `merge`; its position is `pos`).
+    v2_current: Option<u32>,
 }
 
 impl ChunkDecoder {
@@ -88,12 +90,15 @@ impl ChunkDecoder {
         self.streams.clear();
         self.merge.clear();
         self.rank = 0;
+        self.v2_current = None;
     }
 
     /// Runs `step` (a record decoder) on the next event of a version 2
-    /// chunk: sets up the stream that comes next in time order as if it
-    /// were a version 1 payload whose thread and next id are known, and
-    /// commits the stream's progress only if `step` consumed an event.
+    /// chunk: the stream that comes next in time order is read as if it
+    /// were a version 1 payload whose thread and next id are known. The
+    /// stream being read stays out of the merge heap, and its position
+    /// lives in the decoder's own fields, while its events come first:
+    /// the heap is touched only when another stream's turn comes.
     #[inline(always)]
     fn v2_step<T>(
         &mut self,
@@ -103,32 +108,45 @@ impl ChunkDecoder {
         if !self.v2_open {
             self.open_v2(symbols)?;
         }
-        let Some(&std::cmp::Reverse((_, i))) = self.merge.peek() else {
-            return Ok(None);
+        let i = match self.v2_current {
+            Some(i) => i,
+            None => {
+                let Some(std::cmp::Reverse((_, i))) = self.merge.pop() else {
+                    return Ok(None);
+                };
+                let s = self.streams[i as usize];
+                self.pos = s.pos;
+                self.end = s.end;
+                self.cur_thread = s.thread;
+                self.prev_time = s.prev_time;
+                self.v2_current = Some(i);
+                i
+            }
         };
-        let s = self.streams[i as usize];
-        self.pos = s.pos;
-        self.end = s.end;
-        self.cur_thread = s.thread;
-        self.prev_time = s.prev_time;
         self.next_id = self.header.first_id.wrapping_add(self.rank);
         let out = step(self, symbols)?;
         if out.is_some() {
-            self.merge.pop();
             self.rank += 1;
             let s = &mut self.streams[i as usize];
-            s.pos = self.pos;
-            s.prev_time = self.prev_time;
             s.left -= 1;
-            let s = *s;
-            if s.left > 0 {
-                let t = peek_time(&self.payload[..s.end], s.pos, s.prev_time)?;
-                self.merge.push(std::cmp::Reverse((t, i)));
-            } else if s.pos != s.end {
-                return Err(Malformed {
-                    offset: s.pos,
-                    what: "a thread stream that ends with its last event",
-                });
+            if s.left == 0 {
+                self.v2_current = None;
+                if self.pos != self.end {
+                    return Err(Malformed {
+                        offset: self.pos,
+                        what: "a thread stream that ends with its last event",
+                    });
+                }
+            } else if let Some(&std::cmp::Reverse(other)) = self.merge.peek() {
+                let t = peek_time(&self.payload[..self.end], self.pos, self.prev_time)?;
+                if (t, i) > other {
+                    s.pos = self.pos;
+                    s.prev_time = self.prev_time;
+                    self.merge.push(std::cmp::Reverse((t, i)));
+                    self.v2_current = None;
+                }
+            } else {
+                // The last stream with events: its own order is the order.
             }
         }
         Ok(out)
@@ -257,6 +275,9 @@ impl ChunkDecoder {
             let tag = c.u8()?;
             let op = tag & OP_MASK;
             if op <= OP_THREAD || op == OP_STACK {
+                if self.v2 {
+                    return Err(c.err("no symbol record inside a thread stream"));
+                }
                 if tag != op {
                     return Err(Malformed {
                         offset: self.pos,
@@ -269,6 +290,9 @@ impl ChunkDecoder {
                 continue;
             }
 
+            if self.v2 && tag & (F_THREAD | F_ID) != 0 {
+                return Err(c.err("no thread or id bits inside a thread stream"));
+            }
             if tag & F_THREAD != 0 {
                 let at = c.pos();
                 let t = c.u32()?;
@@ -513,6 +537,9 @@ impl ChunkDecoder {
             let tag = c.u8()?;
             let op = tag & OP_MASK;
             if op <= OP_THREAD || op == OP_STACK {
+                if self.v2 {
+                    return Err(c.err("no symbol record inside a thread stream"));
+                }
                 if tag != op {
                     return Err(Malformed {
                         offset: self.pos,
@@ -528,6 +555,9 @@ impl ChunkDecoder {
                 return Ok(None);
             }
             let mut thread = self.cur_thread;
+            if self.v2 && tag & (F_THREAD | F_ID) != 0 {
+                return Err(c.err("no thread or id bits inside a thread stream"));
+            }
             if tag & F_THREAD != 0 {
                 let at = c.pos();
                 let t = c.u32()?;

@@ -345,3 +345,62 @@ fn a_version_1_fixture_still_reads() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_thread_bit_inside_the_last_stream_is_a_bad_chunk() {
+    // The stream read last is decoded without the merge's look-ahead,
+    // which is where the thread and id bits were first checked: a record
+    // there that names a thread must still be refused, not switch threads.
+    let ev = |id, time_ns, kind| Event {
+        id,
+        time_ns,
+        thread: T_MAIN,
+        kind,
+    };
+    let events = vec![
+        ev(
+            0,
+            1_000,
+            EventKind::Call {
+                metrics: Default::default(),
+                method: M_ADD,
+                depth: 1,
+                caller: None,
+                params: vec![],
+            },
+        ),
+        ev(
+            1,
+            1_010,
+            EventKind::Return {
+                metrics: Default::default(),
+                method: M_ADD,
+                depth: 1,
+                outcome: Outcome::Void,
+                elapsed_ns: 10,
+            },
+        ),
+    ];
+    let mut b = write_v2(&symbols(), &events, DEFAULT_CHUNK_BYTES);
+    let c = &chunk_infos(&b)[0];
+    let (h, end) = (c.offset as usize, (c.offset + c.len) as usize);
+    let n = end - h - 60;
+    let payload = &b[h + 60..end];
+    let dir_len = u32::from_le_bytes(payload[n - 4..].try_into().unwrap()) as usize;
+    let dir_at = n - 4 - dir_len;
+    // Directory: 1 stream, thread 0, 2 events, then the stream's length.
+    assert_eq!(&payload[dir_at..dir_at + 3], &[1, 0, 2]);
+    // The RETURN is the stream's last two bytes: tag 0x07, delta +10.
+    let ret_at = h + 60 + dir_at - 2;
+    assert_eq!(&b[ret_at..ret_at + 2], &[0x07, 20]);
+    b[ret_at] |= 0x20;
+    let crc = crc32c::crc32c(&b[h + 60..end]);
+    b[h + 52..h + 56].copy_from_slice(&crc.to_le_bytes());
+    let hcrc = crc32c::crc32c(&b[h..h + 56]);
+    b[h + 56..h + 60].copy_from_slice(&hcrc.to_le_bytes());
+    let (back, diags, _) = read(&b);
+    assert_eq!(back, events[..1], "the events before the damage stay read");
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(diags[0].kind, DiagnosticKind::BadChunk);
+    assert!(diags[0].message.contains("thread"), "{}", diags[0].message);
+}
