@@ -14,16 +14,36 @@ public class CallCost {
         return x;
     }
 
+    static long sink;
+
+    /** The String-argument shape: one String in, nothing out. */
+    static void take(String s, int k) {
+        long x = s.length();
+        for (int j = 0; j < k; j++) {
+            x = x * 6364136223846793005L + 1442695040888963407L;
+        }
+        sink += x;
+    }
+
     public static void main(String[] args) {
         int n = Integer.parseInt(args[0]);
         int k = Integer.parseInt(args[1]);
+        // Third argument "string": call take(String, int) instead of step.
+        boolean string = args.length > 2 && args[2].equals("string");
+        String[] words = {"alpha", "beta", "gamma", "delta"};
         ThreadMXBean mx = ManagementFactory.getThreadMXBean();
         long sum = 0;
         for (int round = 0; round < 3; round++) {
             long cpu0 = mx.getCurrentThreadCpuTime();
             long wall0 = System.nanoTime();
-            for (int i = 0; i < n; i++) {
-                sum = step(sum, k) + i;
+            if (string) {
+                for (int i = 0; i < n; i++) {
+                    take(words[i & 3], k);
+                }
+            } else {
+                for (int i = 0; i < n; i++) {
+                    sum = step(sum, k) + i;
+                }
             }
             long wall1 = System.nanoTime();
             long cpu1 = mx.getCurrentThreadCpuTime();
