@@ -27,6 +27,7 @@ pub mod analysis;
 pub mod model;
 pub mod report;
 pub mod server;
+pub mod timeline;
 
 /// The page's markup, script and style.
 pub mod assets {

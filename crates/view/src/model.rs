@@ -26,6 +26,7 @@ use vmview_filter::EventFilter;
 use vmview_format::{ChunkInfo, Event, FormatError, TraceReader};
 
 use crate::analysis::TraceAnalysis;
+use crate::timeline::{self, Timeline};
 
 type Reader = TraceReader<BufReader<File>>;
 
@@ -63,7 +64,11 @@ pub struct TraceModel {
     reader: Mutex<Reader>,
     jobs: Mutex<VecDeque<Arc<FilterJob>>>,
     views: Arc<(Mutex<Option<ViewsResult>>, Condvar)>,
+    timeline: Arc<(Mutex<Option<TimelineResult>>, Condvar)>,
 }
+
+/// The timeline's index, or why it failed.
+type TimelineResult = Result<Arc<Timeline>, String>;
 
 /// The analyses' JSON and flame-graph SVG, or why they failed.
 type ViewsResult = Result<Arc<(Json, String)>, String>;
@@ -98,6 +103,7 @@ impl TraceModel {
             reader: Mutex::new(reader),
             jobs: Mutex::new(VecDeque::new()),
             views: Arc::new((Mutex::new(None), Condvar::new())),
+            timeline: Arc::new((Mutex::new(None), Condvar::new())),
         }))
     }
 
@@ -115,6 +121,42 @@ impl TraceModel {
             *lock(slot) = Some(result);
             cond.notify_all();
         });
+        // The timeline's index reads the trace again, on another thread:
+        // each pass holds only its own summaries.
+        let me = Arc::clone(self);
+        std::thread::spawn(move || {
+            let result = Timeline::build(&me.path, timeline::Limits::default())
+                .map(Arc::new)
+                .map_err(|e| e.to_string());
+            let (slot, cond) = &*me.timeline;
+            *lock(slot) = Some(result);
+            cond.notify_all();
+        });
+    }
+
+    /// The timeline's index, waiting up to `timeout` for it; `None` while
+    /// it is being built.
+    pub fn timeline(&self, timeout: Duration) -> Result<Option<Arc<Timeline>>, ApiError> {
+        let (slot, cond) = &*self.timeline;
+        let guard = lock(slot);
+        let (guard, _) = cond
+            .wait_timeout_while(guard, timeout, |v| v.is_none())
+            .unwrap_or_else(|p| p.into_inner());
+        match &*guard {
+            None => Ok(None),
+            Some(Ok(v)) => Ok(Some(Arc::clone(v))),
+            Some(Err(e)) => Err(ApiError::Internal(e.clone())),
+        }
+    }
+
+    /// The events with these ids (at most [`MAX_PAGE`]), as a page.
+    pub fn by_ids(&self, ids: &mut Vec<u64>) -> Result<Json, ApiError> {
+        ids.sort_unstable();
+        ids.dedup();
+        ids.truncate(MAX_PAGE as usize);
+        Ok(self
+            .events_by_id(ids, None)?
+            .finish(json!({"complete": true})))
     }
 
     fn compute_views(&self) -> Result<(Json, String), String> {

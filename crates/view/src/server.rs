@@ -30,6 +30,7 @@ use serde_json::{json, Value as Json};
 
 use crate::assets;
 use crate::model::{parse, ApiError, TraceModel};
+use crate::timeline::View;
 
 /// The policy of every response: the page's own script and style only, no
 /// network, pictures only from blobs (the flame graph).
@@ -432,6 +433,29 @@ fn api(name: &str, q: &HashMap<String, String>, model: &TraceModel) -> Result<Re
             Some(v) => v.0.clone(),
             None => return Ok(Response::json(503, &json!({"pending": true}))),
         },
+        "timeline" | "tree" => {
+            let Some(tl) = model.timeline(Duration::from_secs(2))? else {
+                return Ok(Response::json(503, &json!({"pending": true})));
+            };
+            let threads = id_list(text("threads"))?
+                .into_iter()
+                .map(|t| t as u32)
+                .collect::<Vec<_>>();
+            let (from, to) = (num("from", 0)?, num("to", tl.end_ns().saturating_add(1))?);
+            if name == "timeline" {
+                tl.query(
+                    View {
+                        from,
+                        to,
+                        px: num("px", 1000)?,
+                    },
+                    &threads,
+                )
+            } else {
+                tl.tree(from, to, &threads)
+            }
+        }
+        "byid" => model.by_ids(&mut id_list(text("ids"))?)?,
         "flamegraph.svg" => match model.views(Duration::from_secs(2))? {
             Some(v) => {
                 return Ok(Response {
@@ -445,6 +469,18 @@ fn api(name: &str, q: &HashMap<String, String>, model: &TraceModel) -> Result<Re
         _ => return Ok(Response::text(404, "no such API\n")),
     };
     Ok(Response::json(200, &body))
+}
+
+/// `1,2,3` → numbers; empty → none.
+fn id_list(s: &str) -> Result<Vec<u64>, ApiError> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| {
+            p.trim().parse().map_err(|_| {
+                ApiError::Bad(json!({"error": "a list of numbers separated by commas"}))
+            })
+        })
+        .collect()
 }
 
 /// `a=1&b=x%20y` → map, percent- and `+`-decoded.

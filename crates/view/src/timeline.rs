@@ -1,0 +1,918 @@
+//! The timeline's index: every thread's calls as nested slices, its
+//! samples and its markers, kept in memory in a compact form so that the
+//! page can ask for any time range at any zoom and get only what fits on
+//! its screen.
+//!
+//! The page never receives the whole trace. A slice is a CALL matched with
+//! its RETURN (40 bytes), kept per thread and per nesting level; within
+//! one level the slices of a thread do not overlap, so they are sorted by
+//! start *and* by end, and the ones in a time range are found by binary
+//! search. A query summarises per pixel: a slice shorter than a pixel is
+//! merged with its neighbours in the same pixel into one bucket, and the
+//! walk jumps over the bucket with another binary search, so an answer
+//! costs (pixels × levels × log n) whatever the trace's size.
+//!
+//! Memory is bounded ([`Limits`]): when the slices exceed their budget the
+//! deepest level is dropped (from every thread) and deeper calls are no
+//! longer kept; the answer says at which level the index was cut.
+//! Samples and markers have budgets of their own and count what they drop.
+//!
+//! The call tree of a time range ([`Timeline::tree`]) is aggregated from
+//! the same slices (time clipped to the range), in the schema of the
+//! whole trace's call tree (`name`, `total_ns`, `self_ns`, `calls`,
+//! `children`), so the page draws both with one flame-graph code.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::{json, Value as Json};
+use vmview_export::names::MethodNames;
+use vmview_format::{Event, EventKind, FormatError, SymbolTable, TraceReader};
+
+/// The index's memory budget, in items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Call slices kept (40 bytes each).
+    pub slices: usize,
+    /// Markers kept (32 bytes each).
+    pub markers: usize,
+    /// Samples kept (16 bytes each).
+    pub samples: usize,
+}
+
+impl Default for Limits {
+    /// About 250 MB in all.
+    fn default() -> Self {
+        Limits {
+            slices: 5_000_000,
+            markers: 2_000_000,
+            samples: 2_000_000,
+        }
+    }
+}
+
+/// Most nodes of a range's call tree sent to the page (heaviest first).
+const MAX_TREE_NODES: usize = 20_000;
+/// Most pixels a query may ask for.
+const MAX_PX: u64 = 8192;
+
+/// One call: CALL at `start`, RETURN at `end`.
+#[derive(Debug, Clone, Copy)]
+struct Slice {
+    start: u64,
+    end: u64,
+    call_id: u64,
+    /// The RETURN's id; 0 when the call had not returned when the trace
+    /// ended (then `end` is the thread's last event).
+    ret_id: u64,
+    method: u32,
+    /// Index of the enclosing slice in the level above (unused at level 0).
+    parent: u32,
+}
+
+/// Marker kinds, as the page names them (`KIND_NAMES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum MarkerKind {
+    Throw = 0,
+    Catch = 1,
+    Contended = 2,
+    Wait = 3,
+    Gc = 4,
+    Period = 5,
+    Window = 6,
+    Dropped = 7,
+    Decision = 8,
+    Other = 9,
+}
+
+/// The names of [`MarkerKind`] in order.
+pub const KIND_NAMES: [&str; 10] = [
+    "THROW",
+    "CATCH",
+    "CONTENDED",
+    "WAIT",
+    "GC",
+    "PERIOD",
+    "TRACE_WINDOW",
+    "DROPPED",
+    "DECISION",
+    "OTHER",
+];
+
+/// A point (or an interval ending at `time`) worth a mark on a track.
+#[derive(Debug, Clone, Copy)]
+struct Marker {
+    /// Where the mark starts (for a wait: `time - wait`).
+    start: u64,
+    time: u64,
+    id: u64,
+    /// A string handle: the exception's or the monitor's class; else 0.
+    what: u32,
+    kind: MarkerKind,
+}
+
+#[derive(Debug, Default)]
+struct Track {
+    name: String,
+    thread: u32,
+    first_ns: u64,
+    last_ns: u64,
+    first_id: u64,
+    levels: Vec<Vec<Slice>>,
+    /// Open calls: (level, index in that level).
+    open: Vec<(usize, u32)>,
+    samples: Vec<(u64, u8)>,
+    markers: Vec<Marker>,
+}
+
+/// The built index of one trace.
+#[derive(Debug)]
+pub struct Timeline {
+    tracks: Vec<Track>,
+    /// The GC's own track (GC pauses have no thread of their own).
+    gc: Vec<Marker>,
+    syms: SymbolTable,
+    end_ns: u64,
+    /// Levels at and below this one were dropped to stay in budget.
+    depth_cut: Option<usize>,
+    dropped_markers: u64,
+    dropped_samples: u64,
+    unmatched_returns: u64,
+}
+
+/// Builds a [`Timeline`] from events in trace order.
+pub struct TimelineBuilder {
+    limits: Limits,
+    tracks: Vec<Track>,
+    by_thread: HashMap<u32, usize>,
+    gc: Vec<Marker>,
+    gc_open: Option<(u64, u64)>,
+    slices: usize,
+    markers: usize,
+    samples: usize,
+    max_level: usize,
+    depth_cut: Option<usize>,
+    dropped_markers: u64,
+    dropped_samples: u64,
+    unmatched_returns: u64,
+    end_ns: u64,
+}
+
+impl TimelineBuilder {
+    pub fn new(limits: Limits) -> Self {
+        TimelineBuilder {
+            limits,
+            tracks: Vec::new(),
+            by_thread: HashMap::new(),
+            gc: Vec::new(),
+            gc_open: None,
+            slices: 0,
+            markers: 0,
+            samples: 0,
+            max_level: usize::MAX,
+            depth_cut: None,
+            dropped_markers: 0,
+            dropped_samples: 0,
+            unmatched_returns: 0,
+            end_ns: 0,
+        }
+    }
+
+    fn track(&mut self, ev: &Event) -> &mut Track {
+        let n = self.tracks.len();
+        let i = *self.by_thread.entry(ev.thread.0).or_insert(n);
+        if i == n {
+            self.tracks.push(Track {
+                thread: ev.thread.0,
+                first_ns: ev.time_ns,
+                first_id: ev.id,
+                ..Track::default()
+            });
+        }
+        let t = &mut self.tracks[i];
+        t.last_ns = t.last_ns.max(ev.time_ns);
+        t
+    }
+
+    fn marker(&mut self, ev: &Event, kind: MarkerKind, start: u64, what: u32) {
+        if self.markers >= self.limits.markers {
+            self.dropped_markers += 1;
+            return;
+        }
+        self.markers += 1;
+        let m = Marker {
+            start,
+            time: ev.time_ns,
+            id: ev.id,
+            what,
+            kind,
+        };
+        self.track(ev).markers.push(m);
+    }
+
+    /// Frees the deepest level of every track: the slices are over budget.
+    fn cut_deepest(&mut self) {
+        let deepest = self
+            .tracks
+            .iter()
+            .map(|t| t.levels.len())
+            .max()
+            .unwrap_or(0);
+        if deepest == 0 {
+            return;
+        }
+        let level = deepest - 1;
+        for t in &mut self.tracks {
+            if t.levels.len() > level {
+                self.slices -= t.levels[level].len();
+                t.levels.truncate(level);
+                t.levels.shrink_to_fit();
+            }
+        }
+        for t in &mut self.tracks {
+            for o in &mut t.open {
+                if o.0 >= level {
+                    o.1 = u32::MAX;
+                }
+            }
+        }
+        self.max_level = level;
+        self.depth_cut = Some(level);
+    }
+
+    pub fn event(&mut self, ev: &Event) {
+        self.end_ns = self.end_ns.max(ev.time_ns);
+        match &ev.kind {
+            EventKind::Call { method, .. } => {
+                let max_level = self.max_level;
+                let t = self.track(ev);
+                let level = t.open.len();
+                if level >= max_level {
+                    // Not kept, but its place on the stack is.
+                    t.open.push((level, u32::MAX));
+                    return;
+                }
+                if t.levels.len() <= level {
+                    t.levels.resize_with(level + 1, Vec::new);
+                }
+                let parent = if level == 0 { 0 } else { t.open[level - 1].1 };
+                let idx = t.levels[level].len() as u32;
+                t.levels[level].push(Slice {
+                    start: ev.time_ns,
+                    end: u64::MAX,
+                    call_id: ev.id,
+                    ret_id: 0,
+                    method: method.0,
+                    parent,
+                });
+                t.open.push((level, idx));
+                self.slices += 1;
+                while self.slices > self.limits.slices && self.max_level > 1 {
+                    self.cut_deepest();
+                }
+            }
+            EventKind::Return { method, .. } => {
+                let (time, id) = (ev.time_ns, ev.id);
+                let t = self.track(ev);
+                // The matching call is normally on top; a RETURN whose CALL
+                // was not recorded (a window move, dropped events) closes
+                // nothing.
+                let found = t.open.iter().rposition(|&(l, i)| {
+                    i == u32::MAX || t.levels[l][i as usize].method == method.0
+                });
+                match found {
+                    Some(k) => {
+                        while t.open.len() > k {
+                            let (l, i) = t.open.pop().unwrap_or((0, u32::MAX));
+                            if let Some(s) = t.levels.get_mut(l).and_then(|v| v.get_mut(i as usize))
+                            {
+                                s.end = time;
+                                if t.open.len() == k {
+                                    s.ret_id = id;
+                                }
+                            }
+                        }
+                    }
+                    None => self.unmatched_returns += 1,
+                }
+            }
+            EventKind::ThreadEnd => {
+                let time = ev.time_ns;
+                let t = self.track(ev);
+                close_open(t, time);
+            }
+            EventKind::Sample { state, .. } => {
+                if self.samples >= self.limits.samples {
+                    self.dropped_samples += 1;
+                    return;
+                }
+                self.samples += 1;
+                let s = (ev.time_ns, state.index() as u8);
+                self.track(ev).samples.push(s);
+            }
+            EventKind::Throw { exception, .. } => {
+                self.marker(ev, MarkerKind::Throw, ev.time_ns, exception.0)
+            }
+            EventKind::Catch { exception, .. } => {
+                self.marker(ev, MarkerKind::Catch, ev.time_ns, exception.0)
+            }
+            EventKind::MonitorContendedEntered { monitor, wait_ns } => self.marker(
+                ev,
+                MarkerKind::Contended,
+                ev.time_ns.saturating_sub(*wait_ns),
+                monitor.class.0,
+            ),
+            EventKind::MonitorWaited {
+                monitor, wait_ns, ..
+            } => self.marker(
+                ev,
+                MarkerKind::Wait,
+                ev.time_ns.saturating_sub(*wait_ns),
+                monitor.class.0,
+            ),
+            EventKind::GcStart => self.gc_open = Some((ev.time_ns, ev.id)),
+            EventKind::GcFinish { duration_ns } => {
+                if self.gc.len() < self.limits.markers {
+                    self.gc.push(Marker {
+                        start: ev.time_ns.saturating_sub(*duration_ns),
+                        time: ev.time_ns,
+                        id: self.gc_open.take().map_or(ev.id, |(_, id)| id),
+                        what: 0,
+                        kind: MarkerKind::Gc,
+                    });
+                } else {
+                    self.dropped_markers += 1;
+                }
+            }
+            EventKind::PeriodStart { .. } | EventKind::PeriodEnd { .. } => {
+                self.marker(ev, MarkerKind::Period, ev.time_ns, 0)
+            }
+            EventKind::TraceWindow { .. } => self.marker(ev, MarkerKind::Window, ev.time_ns, 0),
+            EventKind::Dropped { .. } => self.marker(ev, MarkerKind::Dropped, ev.time_ns, 0),
+            EventKind::ReactionHandlers { .. } => {
+                self.marker(ev, MarkerKind::Decision, ev.time_ns, 0)
+            }
+            _ => {
+                self.track(ev);
+            }
+        }
+    }
+
+    /// The index; `syms` (the trace's symbols, all read) names threads and
+    /// methods.
+    pub fn finish(mut self, syms: &SymbolTable) -> Timeline {
+        for t in &mut self.tracks {
+            let end = t.last_ns;
+            close_open(t, end);
+            t.name = syms.thread_name(vmview_format::ThreadRef(t.thread));
+        }
+        self.tracks.sort_by_key(|t| (t.first_ns, t.first_id));
+        Timeline {
+            tracks: self.tracks,
+            gc: self.gc,
+            syms: syms.clone(),
+            end_ns: self.end_ns,
+            depth_cut: self.depth_cut,
+            dropped_markers: self.dropped_markers,
+            dropped_samples: self.dropped_samples,
+            unmatched_returns: self.unmatched_returns,
+        }
+    }
+}
+
+fn close_open(t: &mut Track, time: u64) {
+    while let Some((l, i)) = t.open.pop() {
+        if let Some(s) = t.levels.get_mut(l).and_then(|v| v.get_mut(i as usize)) {
+            s.end = time.max(s.start);
+        }
+    }
+}
+
+/// A time range and the pixels it spreads over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct View {
+    pub from: u64,
+    pub to: u64,
+    pub px: u64,
+}
+
+impl Timeline {
+    /// Reads a whole binary trace.
+    pub fn build(path: &Path, limits: Limits) -> Result<Timeline, FormatError> {
+        let mut reader = TraceReader::open(path)?;
+        let mut b = TimelineBuilder::new(limits);
+        while let Some(ev) = reader.next_event() {
+            b.event(&ev);
+        }
+        Ok(b.finish(reader.symbols()))
+    }
+
+    /// The last event's time.
+    pub fn end_ns(&self) -> u64 {
+        self.end_ns
+    }
+
+    /// What is on screen for `view`: per track, its slices (`[start, end,
+    /// level, method, call_id, return_id, merged]`, where `merged` > 1 is a
+    /// bucket of that many calls shorter than a pixel, named after the
+    /// first), its samples (`[time, state, merged]`) and its markers
+    /// (`[start, time, kind, id, merged]`); the GC's pauses; the methods
+    /// named. `threads` (thread handles) limits the tracks, all when empty.
+    pub fn query(&self, view: View, threads: &[u32]) -> Json {
+        let to = view.to.max(view.from + 1);
+        let px = view.px.clamp(1, MAX_PX);
+        let ns_px = ((to - view.from) as f64 / px as f64).max(1.0);
+        let from = view.from;
+        // The end of the pixel holding `t`.
+        let pixel_end = |t: u64| -> u64 {
+            let k = ((t.saturating_sub(from)) as f64 / ns_px).floor() + 1.0;
+            from + (k * ns_px).ceil() as u64
+        };
+        let mut methods: HashMap<u32, ()> = HashMap::new();
+        let mut tracks = Vec::new();
+        for t in &self.tracks {
+            if !threads.is_empty() && !threads.contains(&t.thread) {
+                continue;
+            }
+            let mut slices = Vec::new();
+            for (level, v) in t.levels.iter().enumerate() {
+                let mut i = v.partition_point(|s| s.end <= from && s.start < from);
+                while i < v.len() && v[i].start < to {
+                    let s = v[i];
+                    if (s.end - s.start) as f64 >= ns_px {
+                        methods.insert(s.method, ());
+                        slices.push(json!([
+                            s.start, s.end, level, s.method, s.call_id, s.ret_id, 1
+                        ]));
+                        i += 1;
+                        continue;
+                    }
+                    let pe = pixel_end(s.start);
+                    let mut j = i + v[i..].partition_point(|x| x.start < pe);
+                    // Only the last slice of the pixel can be long.
+                    if j - i > 1 && (v[j - 1].end - v[j - 1].start) as f64 >= ns_px {
+                        j -= 1;
+                    }
+                    let last = v[j - 1];
+                    methods.insert(s.method, ());
+                    slices.push(json!([
+                        s.start,
+                        last.end,
+                        level,
+                        s.method,
+                        s.call_id,
+                        if j - i == 1 { s.ret_id } else { 0 },
+                        j - i
+                    ]));
+                    i = j;
+                }
+            }
+            let mut samples = Vec::new();
+            let mut i = t.samples.partition_point(|s| s.0 < from);
+            while i < t.samples.len() && t.samples[i].0 < to {
+                let pe = pixel_end(t.samples[i].0);
+                let j = i + t.samples[i..].partition_point(|s| s.0 < pe);
+                // The pixel's most frequent state.
+                let mut by = [0usize; 8];
+                if j - i <= 64 {
+                    for s in &t.samples[i..j] {
+                        by[usize::from(s.1 & 7)] += 1;
+                    }
+                } else {
+                    by[usize::from(t.samples[i].1 & 7)] = 1;
+                }
+                let state = (0..8)
+                    .max_by_key(|&k| (by[k], std::cmp::Reverse(k)))
+                    .unwrap_or(0);
+                samples.push(json!([t.samples[i].0, state, j - i]));
+                i = j;
+            }
+            let markers = markers_in(&t.markers, from, to, &pixel_end);
+            tracks.push(json!({
+                "thread": t.thread,
+                "name": t.name,
+                "first_ns": t.first_ns,
+                "last_ns": t.last_ns,
+                "levels": t.levels.len(),
+                "slices": slices,
+                "samples": samples,
+                "markers": markers,
+            }));
+        }
+        let names: serde_json::Map<String, Json> = methods
+            .keys()
+            .map(|&m| (m.to_string(), self.method_json(m)))
+            .collect();
+        json!({
+            "from": from,
+            "to": to,
+            "px": px,
+            "end_ns": self.end_ns,
+            "tracks": tracks,
+            "gc": markers_in(&self.gc, from, to, &pixel_end),
+            "methods": names,
+            "kinds": KIND_NAMES,
+            "depth_cut": self.depth_cut,
+            "dropped_markers": self.dropped_markers,
+            "dropped_samples": self.dropped_samples,
+            "unmatched_returns": self.unmatched_returns,
+        })
+    }
+
+    fn method_json(&self, m: u32) -> Json {
+        let n = MethodNames::resolve(&self.syms, vmview_format::MethodId(m));
+        json!([n.class, n.name, n.sig])
+    }
+
+    /// The call tree of the calls in `from..to` (times clipped to the
+    /// range): root → thread → calls, heaviest children first, at most
+    /// [`MAX_TREE_NODES`] nodes. Also the range's exceptions by class and
+    /// contended monitors, from the markers.
+    pub fn tree(&self, from: u64, to: u64, threads: &[u32]) -> Json {
+        let to = to.max(from + 1);
+        // Nodes: (parent, method) → index; 0 is the root.
+        struct N {
+            name: Json,
+            total: u64,
+            calls: u64,
+            children: Vec<u32>,
+        }
+        let mut nodes = vec![N {
+            name: json!("all threads"),
+            total: 0,
+            calls: 0,
+            children: Vec::new(),
+        }];
+        let mut index: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut exceptions: HashMap<u32, (u64, u64)> = HashMap::new();
+        let mut monitors: HashMap<u32, (u64, u64, u64)> = HashMap::new();
+        for t in &self.tracks {
+            if !threads.is_empty() && !threads.contains(&t.thread) {
+                continue;
+            }
+            let tn = nodes.len() as u32;
+            nodes.push(N {
+                name: json!(t.name),
+                total: 0,
+                calls: 0,
+                children: Vec::new(),
+            });
+            let mut thread_used = false;
+            // The node of each in-range slice of the level above: (first
+            // index, nodes).
+            let mut above: (usize, Vec<u32>) = (0, Vec::new());
+            for (level, v) in t.levels.iter().enumerate() {
+                let a = v.partition_point(|s| s.end <= from && s.start < from);
+                let b = a + v[a..].partition_point(|s| s.start < to);
+                let mut here = Vec::with_capacity(b - a);
+                for s in &v[a..b] {
+                    let parent = if level == 0 {
+                        tn
+                    } else {
+                        match above.1.get((s.parent as usize).wrapping_sub(above.0)) {
+                            Some(&p) => p,
+                            None => tn,
+                        }
+                    };
+                    let n = *index.entry((parent, s.method)).or_insert_with(|| {
+                        let k = nodes.len() as u32;
+                        nodes.push(N {
+                            name: self.method_json(s.method),
+                            total: 0,
+                            calls: 0,
+                            children: Vec::new(),
+                        });
+                        nodes[parent as usize].children.push(k);
+                        k
+                    });
+                    let w = s.end.min(to).saturating_sub(s.start.max(from));
+                    nodes[n as usize].total += w;
+                    if s.start >= from {
+                        nodes[n as usize].calls += 1;
+                    }
+                    if level == 0 {
+                        nodes[tn as usize].total += w;
+                    }
+                    thread_used = true;
+                    here.push(n);
+                }
+                above = (a, here);
+            }
+            if thread_used {
+                nodes[0].children.push(tn);
+                let w = nodes[tn as usize].total;
+                nodes[0].total += w;
+            }
+            let a = t.markers.partition_point(|m| m.time < from);
+            for m in t.markers[a..].iter().take_while(|m| m.time < to) {
+                match m.kind {
+                    MarkerKind::Throw => exceptions.entry(m.what).or_default().0 += 1,
+                    MarkerKind::Catch => exceptions.entry(m.what).or_default().1 += 1,
+                    MarkerKind::Contended => {
+                        let e = monitors.entry(m.what).or_default();
+                        e.0 += 1;
+                        e.1 += m.time - m.start;
+                        e.2 = e.2.max(m.time - m.start);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut budget = MAX_TREE_NODES;
+        fn emit(nodes: &[N], i: u32, budget: &mut usize) -> Json {
+            let n = &nodes[i as usize];
+            let mut kids = n.children.clone();
+            kids.sort_by(|&a, &b| {
+                let (x, y) = (&nodes[a as usize], &nodes[b as usize]);
+                y.total
+                    .cmp(&x.total)
+                    .then(y.calls.cmp(&x.calls))
+                    .then(a.cmp(&b))
+            });
+            let child_total: u64 = kids.iter().map(|&k| nodes[k as usize].total).sum();
+            let mut children = Vec::new();
+            for k in kids {
+                if *budget == 0 {
+                    break;
+                }
+                *budget -= 1;
+                children.push(emit(nodes, k, budget));
+            }
+            let name = match &n.name {
+                Json::Array(p) => Json::String(format!(
+                    "{}.{}",
+                    p[0].as_str().unwrap_or("?"),
+                    p[1].as_str().unwrap_or("?")
+                )),
+                other => other.clone(),
+            };
+            json!({"name": name, "total_ns": n.total, "self_ns": n.total.saturating_sub(child_total),
+                   "calls": n.calls, "children": children})
+        }
+        // The nesting of calls is bounded by the slices' levels, so the
+        // recursion is too (a level is a traced frame).
+        let tree = emit(&nodes, 0, &mut budget);
+        let mut exc: Vec<_> = exceptions
+            .into_iter()
+            .map(|(k, (thrown, caught))| {
+                (
+                    self.syms.string(vmview_format::StringId(k)).to_string(),
+                    thrown,
+                    caught,
+                )
+            })
+            .collect();
+        exc.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut mon: Vec<_> = monitors
+            .into_iter()
+            .map(|(k, v)| (self.syms.string(vmview_format::StringId(k)).to_string(), v))
+            .collect();
+        mon.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(&b.0)));
+        json!({
+            "from": from,
+            "to": to,
+            "tree": tree,
+            "exceptions": exc.iter().map(|(c, t, k)| json!({"class": c, "thrown": t, "caught": k})).collect::<Vec<_>>(),
+            "monitors": mon.iter().map(|(c, (n, tot, max))| json!({"class": c, "contentions": n, "total_wait_ns": tot, "max_wait_ns": max})).collect::<Vec<_>>(),
+            "depth_cut": self.depth_cut,
+        })
+    }
+}
+
+/// The markers in `from..to`, one per pixel and kind (`[start, time, kind,
+/// id, merged]`): a marker of another kind in the same pixel starts its own.
+fn markers_in(v: &[Marker], from: u64, to: u64, pixel_end: &dyn Fn(u64) -> u64) -> Vec<Json> {
+    let mut out = Vec::new();
+    let mut i = v.partition_point(|m| m.time < from);
+    while i < v.len() && v[i].start < to {
+        let m = v[i];
+        let pe = pixel_end(m.time);
+        let j = i + v[i..].partition_point(|x| x.time < pe);
+        // Kinds within the pixel: one mark each, counted.
+        let mut seen: Vec<(MarkerKind, usize, usize)> = Vec::new();
+        let scan = &v[i..j.min(i + 256)];
+        for (k, x) in scan.iter().enumerate() {
+            match seen.iter_mut().find(|s| s.0 == x.kind) {
+                Some(s) => s.2 += 1,
+                None => seen.push((x.kind, i + k, 1)),
+            }
+        }
+        if j - i > scan.len() {
+            if let Some(s) = seen.first_mut() {
+                s.2 += j - i - scan.len();
+            }
+        }
+        for (kind, at, n) in seen {
+            let x = v[at];
+            out.push(json!([x.start, x.time, kind as u8, x.id, n]));
+        }
+        i = j;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vmview_format::{
+        Loc, MethodId, MethodSymbol, Metrics, Outcome, StringId, Symbol, ThreadRef,
+    };
+
+    fn syms() -> SymbolTable {
+        let mut s = SymbolTable::default();
+        for (i, t) in [
+            "shop.A",
+            "run",
+            "()V",
+            "main",
+            "java.lang.Object",
+            "x.Err",
+            "step",
+        ]
+        .iter()
+        .enumerate()
+        {
+            s.insert(Symbol::String {
+                id: StringId(i as u32),
+                text: t.to_string(),
+            });
+        }
+        for (id, name) in [(1, 1), (2, 6)] {
+            s.insert(Symbol::Method(MethodSymbol {
+                id: MethodId(id),
+                class: StringId(0),
+                name: StringId(name),
+                sig: StringId(2),
+                param_names: vec![],
+                modifiers: 0,
+            }));
+        }
+        s
+    }
+
+    fn call(id: u64, t: u64, m: u32) -> Event {
+        Event {
+            id,
+            time_ns: t,
+            thread: ThreadRef(1),
+            kind: EventKind::Call {
+                method: MethodId(m),
+                depth: 1,
+                caller: None,
+                params: vec![],
+                metrics: Metrics::NONE,
+            },
+        }
+    }
+    fn ret(id: u64, t: u64, m: u32) -> Event {
+        Event {
+            id,
+            time_ns: t,
+            thread: ThreadRef(1),
+            kind: EventKind::Return {
+                method: MethodId(m),
+                depth: 1,
+                outcome: Outcome::Void,
+                elapsed_ns: 0,
+                metrics: Metrics::NONE,
+            },
+        }
+    }
+
+    /// run() from 0 to 1000 ns holds 100 step() calls of 5 ns each, every
+    /// 10 ns; one THROW at 500.
+    fn fixture(limits: Limits) -> Timeline {
+        let mut b = TimelineBuilder::new(limits);
+        let mut id = 1;
+        b.event(&call(id, 0, 1));
+        for k in 0..100u64 {
+            id += 1;
+            b.event(&call(id, k * 10 + 1, 2));
+            id += 1;
+            b.event(&ret(id, k * 10 + 6, 2));
+            if k == 50 {
+                id += 1;
+                b.event(&Event {
+                    id,
+                    time_ns: 505,
+                    thread: ThreadRef(1),
+                    kind: EventKind::Throw {
+                        exception: StringId(5),
+                        message: None,
+                        method: MethodId(2),
+                        loc: Loc::default(),
+                        catch: None,
+                    },
+                });
+            }
+        }
+        id += 1;
+        b.event(&ret(id, 1000, 1));
+        b.finish(&syms())
+    }
+
+    fn slices(v: &Json) -> Vec<Vec<u64>> {
+        v["tracks"][0]["slices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                s.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_u64().unwrap())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_zoomed_in_view_has_every_call_as_its_own_slice() {
+        let tl = fixture(Limits::default());
+        // 200 ns over 2000 px: 0.1 ns a pixel, every call is wide.
+        let v = tl.query(
+            View {
+                from: 100,
+                to: 300,
+                px: 2000,
+            },
+            &[],
+        );
+        let s = slices(&v);
+        assert_eq!(s[0][..3], [0, 1000, 0], "run() spans the view");
+        let steps: Vec<_> = s.iter().filter(|x| x[2] == 1).collect();
+        // Calls starting at 91 (ends 96: out), 101 .. 291 in.
+        assert_eq!(steps.len(), 20);
+        assert!(steps
+            .iter()
+            .all(|x| x[6] == 1 && x[1] - x[0] == 5 && x[5] > x[4]));
+        assert_eq!(steps[0][0], 101);
+        assert_eq!(v["methods"]["2"][1], "step");
+    }
+
+    #[test]
+    fn a_zoomed_out_view_merges_calls_shorter_than_a_pixel() {
+        let tl = fixture(Limits::default());
+        // 1000 ns over 10 px: 100 ns a pixel, 10 calls in each.
+        let v = tl.query(
+            View {
+                from: 0,
+                to: 1000,
+                px: 10,
+            },
+            &[],
+        );
+        let s = slices(&v);
+        let steps: Vec<_> = s.iter().filter(|x| x[2] == 1).collect();
+        assert_eq!(steps.len(), 10, "one bucket a pixel: {steps:?}");
+        assert!(steps.iter().all(|x| x[6] == 10), "{steps:?}");
+        assert_eq!(steps.iter().map(|x| x[6]).sum::<u64>(), 100);
+        assert_eq!(s.iter().filter(|x| x[2] == 0).count(), 1);
+        let m = v["tracks"][0]["markers"].as_array().unwrap();
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0][2], MarkerKind::Throw as u8);
+    }
+
+    #[test]
+    fn the_slices_over_budget_lose_their_deepest_level() {
+        let tl = fixture(Limits {
+            slices: 50,
+            ..Limits::default()
+        });
+        let v = tl.query(
+            View {
+                from: 0,
+                to: 1000,
+                px: 1000,
+            },
+            &[],
+        );
+        assert_eq!(v["depth_cut"], 1);
+        let s = slices(&v);
+        assert_eq!(s.len(), 1, "only run() kept: {s:?}");
+        assert_eq!(s[0][..2], [0, 1000]);
+    }
+
+    #[test]
+    fn a_range_tree_clips_time_to_the_range() {
+        let tl = fixture(Limits::default());
+        let t = tl.tree(0, 1000, &[]);
+        let run = &t["tree"]["children"][0]["children"][0];
+        assert_eq!(run["name"], "shop.A.run");
+        assert_eq!(run["total_ns"], 1000);
+        assert_eq!(run["children"][0]["calls"], 100);
+        assert_eq!(run["children"][0]["total_ns"], 500);
+        assert_eq!(run["self_ns"], 500);
+        assert_eq!(t["exceptions"][0]["class"], "x.Err");
+        // 103..203: step() calls at 111..191 whole (9 × 5), 101's last 3 ns
+        // and 201's first 2 ns.
+        let t = tl.tree(103, 203, &[]);
+        let run = &t["tree"]["children"][0]["children"][0];
+        assert_eq!(run["total_ns"], 100);
+        assert_eq!(run["calls"], 0, "run() started before the range");
+        assert_eq!(run["children"][0]["total_ns"], 9 * 5 + 3 + 2);
+        assert_eq!(run["children"][0]["calls"], 10);
+        assert_eq!(t["exceptions"].as_array().unwrap().len(), 0);
+    }
+}
