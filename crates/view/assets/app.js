@@ -1,6 +1,6 @@
 // vmview's page. Trace strings are program data and may be hostile: they
-// reach the DOM only through textContent (never innerHTML), and the flame
-// graph SVG is shown in a sandboxed frame that runs no script.
+// reach the DOM only through textContent (never innerHTML) and the
+// canvases' fillText, which draws them as pixels.
 'use strict';
 (function () {
   const ROW_H = 22;
@@ -786,7 +786,9 @@
           await new Promise((r) => setTimeout(r, 500));
         }
       },
-      flamegraph: async () => { const r = await fetch('/api/flamegraph.svg'); return r.text(); },
+      timeline: (from, to, px) => get('timeline', { from, to, px }),
+      tree: (from, to) => get('tree', { from, to }),
+      byid: (ids) => get('byid', { ids: ids.join(',') }),
     };
   }
 
@@ -850,15 +852,90 @@
         return { id: events[i].id, rank: k, row: rows ? rows.indexOf(i) : i, count: hits.length, complete: true };
       }),
       views: async () => data.views,
-      flamegraph: async () => data.flamegraph,
+      timeline: async (from, to, px) => reportTimeline(data.timeline, from, to, px),
+      tree: async (from, to) => reportTree(data.timeline, from, to, (id) => { const e = events[byId(id)]; return e && e.id === id ? e : null; }),
+      byid: async (ids) => ({ events: ids.map((id) => events[byId(id)]).filter((e) => e && ids.includes(e.id)) }),
     };
+  }
+
+  // The report's timeline: the whole index is embedded (small traces
+  // only), summarised here per pixel as the server does.
+  function reportTimeline(tl, from, to, px) {
+    if (!tl) return { from, to, px, end_ns: 0, tracks: [], gc: [], methods: {}, kinds: [], depth_cut: null };
+    const nsPx = Math.max(1, (to - from) / px);
+    const pe = (t) => from + (Math.floor((t - from) / nsPx) + 1) * nsPx;
+    const inRange = (a, b) => b >= from && a < to;
+    const tracks = tl.tracks.map((t) => {
+      const out = [];
+      let cur = null;
+      for (const s of t.slices) {
+        if (!inRange(s[0], s[1]) || (s[1] === from && s[0] < from)) continue;
+        if (s[1] - s[0] >= nsPx) { out.push(s); cur = null; continue; }
+        if (cur && cur.s[2] === s[2] && s[0] < cur.pe) { cur.s[1] = s[1]; cur.s[5] = 0; cur.s[6] += 1; continue; }
+        const c = s.slice();
+        out.push(c);
+        cur = { s: c, pe: pe(s[0]) };
+      }
+      return Object.assign({}, t, {
+        slices: out,
+        samples: t.samples.filter((s) => s[0] >= from && s[0] < to),
+        markers: t.markers.filter((m) => inRange(m[0], m[1])),
+      });
+    });
+    return Object.assign({}, tl, { from, to, px, tracks, gc: tl.gc.filter((m) => inRange(m[0], m[1])) });
+  }
+  function reportTree(tl, from, to, eventById) {
+    const root = { name: 'all threads', total_ns: 0, calls: 0, kids: new Map() };
+    const child = (p, name) => { let n = p.kids.get(name); if (!n) { n = { name, total_ns: 0, calls: 0, kids: new Map() }; p.kids.set(name, n); } return n; };
+    const exc = new Map(), mon = new Map();
+    for (const t of (tl ? tl.tracks : [])) {
+      const tn = { name: t.name, total_ns: 0, calls: 0, kids: new Map() };
+      const levels = [];
+      for (const s of t.slices) (levels[s[2]] = levels[s[2]] || []).push(s);
+      const nodeOf = [];
+      levels.forEach((v, level) => {
+        nodeOf[level] = new Array(v.length).fill(null);
+        v.forEach((s, i) => {
+          if (s[1] < from || s[0] >= to || (s[1] === from && s[0] < from)) return;
+          let parent = tn;
+          if (level > 0) {
+            const up = levels[level - 1];
+            let lo = 0, hi = up.length;
+            while (lo < hi) { const m = (lo + hi) >> 1; if (up[m][0] <= s[0]) lo = m + 1; else hi = m; }
+            if (lo > 0 && nodeOf[level - 1][lo - 1]) parent = nodeOf[level - 1][lo - 1];
+          }
+          const m = tl.methods[s[3]];
+          const n = child(parent, m ? m[0] + '.' + m[1] : '?');
+          const w = Math.max(0, Math.min(s[1], to) - Math.max(s[0], from));
+          n.total_ns += w;
+          if (s[0] >= from) n.calls += 1;
+          if (level === 0) tn.total_ns += w;
+          nodeOf[level][i] = n;
+        });
+      });
+      if (tn.kids.size) { root.kids.set('\u0000' + t.thread, tn); root.total_ns += tn.total_ns; }
+      for (const [, time, kind, id] of t.markers) {
+        if (time < from || time >= to) continue;
+        const e = eventById(id);
+        if (!e) continue;
+        if (kind === 0 || kind === 1) { const x = exc.get(e.exception) || { class: e.exception, thrown: 0, caught: 0 }; if (kind === 0) x.thrown++; else x.caught++; exc.set(e.exception, x); }
+        if (kind === 2) { const x = mon.get(e.monitor) || { class: String(e.monitor).replace(/@.*/, ''), contentions: 0, total_wait_ns: 0, max_wait_ns: 0 }; x.contentions++; x.total_wait_ns += e.wait_ns || 0; x.max_wait_ns = Math.max(x.max_wait_ns, e.wait_ns || 0); mon.set(e.monitor, x); }
+      }
+    }
+    const out = (n) => {
+      const kids = [...n.kids.values()].sort((a, b) => b.total_ns - a.total_ns || b.calls - a.calls).map(out);
+      const sum = kids.reduce((a, k) => a + k.total_ns, 0);
+      return { name: n.name, total_ns: n.total_ns, self_ns: Math.max(0, n.total_ns - sum), calls: n.calls, children: kids };
+    };
+    return { from, to, tree: out(root), exceptions: [...exc.values()].sort((a, b) => b.thrown - a.thrown),
+      monitors: [...mon.values()].sort((a, b) => b.total_wait_ns - a.total_wait_ns), depth_cut: tl ? tl.depth_cut : null };
   }
 
   const dataBlock = $('vmview-data');
   const src = dataBlock ? EmbeddedSource(JSON.parse(dataBlock.textContent)) : ApiSource();
 
   // ---------------------------------------------------------------- state and URL
-  const state = { filter: '', search: '', view: 'events', sel: null, ctx: false };
+  const state = { filter: '', search: '', view: 'events', sel: null, ctx: false, range: null };
   let list = { count: 0, complete: true, pages: new Map(), gen: 0, filter: '', search: '' };
   let stepPos = null;
 
@@ -869,6 +946,8 @@
     state.view = h.get('view') || 'events';
     state.sel = h.has('event') ? Number(h.get('event')) : null;
     state.ctx = h.get('context') === '1';
+    const r = /^(\d+)-(\d+)$/.exec(h.get('range') || '');
+    state.range = r && Number(r[2]) > Number(r[1]) ? { from: Number(r[1]), to: Number(r[2]) } : null;
   }
   function writeHash() {
     const h = new URLSearchParams();
@@ -877,6 +956,7 @@
     if (state.view !== 'events') h.set('view', state.view);
     if (state.sel !== null) h.set('event', state.sel);
     if (state.ctx) h.set('context', '1');
+    if (state.range) h.set('range', state.range.from + '-' + state.range.to);
     const s = h.toString();
     history.replaceState(null, '', s ? '#' + s : location.pathname + location.search);
   }
@@ -1240,10 +1320,516 @@
     return a;
   }
 
+  // ---------------------------------------------------------------- timeline (canvas)
+  // One track per thread (virtual threads too: the trace does not record
+  // their carriers, so each has a track of its own), nested call slices
+  // coloured by package, sample ticks by thread state, markers. The server
+  // summarises per pixel; the page draws what it gets and keeps, for the
+  // tests and for hit testing, the model of what it drew.
+  const KIND_COLOR = ['#c0392b', '#e67e22', '#8e44ad', '#2980b9', '#16a085', '#2c3e50', '#7f8c8d', '#000000', '#d35400', '#95a5a6'];
+  const STATE_NAMES = ['RUN', 'IO', 'WAIT', 'BLOCKED', 'SLEEP'];
+  const STATE_COLOR = ['#27ae60', '#3498db', '#f1c40f', '#c0392b', '#a0a0a0'];
+  const TL_ROW = 15, TL_HEAD = 16, TL_SAMPLE = 5, TL_MARK = 9, TL_AXIS = 22, TL_LABEL = 170;
+  function classOf(name) { const i = name.lastIndexOf('.'); return i < 0 ? name : name.slice(0, i); }
+  function pkgOf(cls) { const i = cls.lastIndexOf('.'); return i < 0 ? '' : cls.slice(0, i); }
+  function hue(s) { let h = 7; for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0; return Math.abs(h) % 360; }
+  const pkgColor = (cls) => 'hsl(' + hue(pkgOf(cls)) + ',60%,72%)';
+  const TL = { from: 0, to: 1, end: 1, data: null, gen: 0, drawn: [], marks: [], drag: null, inited: false, tips: new Map(), mouse: null };
+  function tlCanvas() { return $('tl-canvas'); }
+  function tlWidth() { return Math.max(200, tlCanvas().clientWidth - TL_LABEL); }
+  const tlX = (t) => TL_LABEL + ((t - TL.from) / (TL.to - TL.from)) * tlWidth();
+  const tlT = (x) => TL.from + ((x - TL_LABEL) / tlWidth()) * (TL.to - TL.from);
+  let tlTimer = null;
+  function tlRequest() {
+    tlClamp();
+    tlDraw();
+    clearTimeout(tlTimer);
+    tlTimer = setTimeout(tlFetch, 40);
+  }
+  function tlClamp() {
+    const span = Math.max(10, Math.min(TL.end, TL.to - TL.from));
+    if (TL.from < 0) TL.from = 0;
+    TL.to = TL.from + span;
+    if (TL.to > TL.end) { TL.to = TL.end; TL.from = Math.max(0, TL.end - span); }
+  }
+  async function tlFetch() {
+    const gen = ++TL.gen;
+    const from = Math.floor(TL.from), to = Math.ceil(TL.to);
+    const r = await src.timeline(from, to, tlWidth());
+    if (gen !== TL.gen) return;
+    if (r.pending) { setTimeout(() => { if (gen === TL.gen) tlFetch(); }, 400); return; }
+    TL.data = r;
+    tlDraw();
+    const box = $('view-timeline');
+    box.dataset.from = from;
+    box.dataset.to = to;
+    box.dataset.frame = Number(box.dataset.frame || 0) + 1;
+  }
+  function niceStep(span, n) {
+    const raw = span / n, p = Math.pow(10, Math.floor(Math.log10(raw)));
+    for (const m of [1, 2, 5, 10]) if (m * p >= raw) return m * p;
+    return 10 * p;
+  }
+  function tlDraw() {
+    const c = tlCanvas(), d = TL.data;
+    const dpr = window.devicePixelRatio || 1;
+    const W = c.clientWidth;
+    const rows = [];
+    let y = TL_AXIS;
+    if (d) {
+      rows.push({ gc: true, y, h: TL_HEAD });
+      y += TL_HEAD + 2;
+      for (const t of d.tracks) {
+        const h = TL_HEAD + TL_SAMPLE + TL_MARK + Math.max(1, t.levels) * TL_ROW + 6;
+        rows.push({ t, y, h });
+        y += h;
+      }
+    }
+    c.width = W * dpr;
+    c.height = Math.max(60, y) * dpr;
+    c.style.height = Math.max(60, y) + 'px';
+    const g = c.getContext('2d');
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, W, y);
+    g.font = '11px ui-monospace, monospace';
+    g.textBaseline = 'middle';
+    // Axis.
+    const step = niceStep(TL.to - TL.from, 8);
+    g.fillStyle = '#567';
+    for (let t = Math.ceil(TL.from / step) * step; t < TL.to; t += step) {
+      const x = tlX(t);
+      g.fillRect(x, TL_AXIS - 6, 1, 6);
+      g.fillText(fmtNs(t), x + 2, 8);
+      g.fillStyle = '#eef0f3'; g.fillRect(x, TL_AXIS, 1, y - TL_AXIS); g.fillStyle = '#567';
+    }
+    const drawn = [], marks = [];
+    const clipX = (x) => Math.max(TL_LABEL, Math.min(W, x));
+    const drawMarks = (list, top, track) => {
+      for (const [start, time, kind, id, n] of list) {
+        const x0 = clipX(tlX(start)), x1 = clipX(tlX(time));
+        g.fillStyle = KIND_COLOR[kind] || '#999';
+        if (x1 - x0 >= 2) g.fillRect(x0, top + 2, x1 - x0, TL_MARK - 4);
+        g.beginPath(); g.moveTo(x1 - 3, top + TL_MARK); g.lineTo(x1 + 3, top + TL_MARK); g.lineTo(x1, top); g.fill();
+        marks.push({ track, kind: d.kinds[kind], start, time, id, merged: n, x: x1 - 3, y: top, w: Math.max(6, x1 - x0 + 3), h: TL_MARK });
+      }
+    };
+    for (const r of rows) {
+      g.fillStyle = '#23313f';
+      if (r.gc) {
+        g.fillText('GC', 4, r.y + TL_HEAD / 2);
+        drawMarks(d.gc, r.y + 3, 'GC');
+        continue;
+      }
+      const t = r.t;
+      g.fillStyle = '#f5f7fa'; g.fillRect(0, r.y, W, TL_HEAD);
+      g.fillStyle = '#23313f';
+      g.save(); g.beginPath(); g.rect(0, r.y, TL_LABEL - 4, r.h); g.clip();
+      g.fillText(t.name, 4, r.y + TL_HEAD / 2);
+      g.restore();
+      let top = r.y + TL_HEAD;
+      for (const [time, st, n] of t.samples) {
+        g.fillStyle = STATE_COLOR[st] || '#999';
+        g.fillRect(clipX(tlX(time)), top, 2, TL_SAMPLE - 1);
+        marks.push({ track: t.name, kind: 'SAMPLE', state: STATE_NAMES[st], time, merged: n });
+      }
+      top += TL_SAMPLE;
+      drawMarks(t.markers, top, t.name);
+      top += TL_MARK;
+      for (const [start, end, level, m, id, ret, n] of t.slices) {
+        const x0 = clipX(tlX(start)), x1 = clipX(tlX(end));
+        const w = Math.max(1, x1 - x0), sy = top + level * TL_ROW;
+        const name = d.methods[m] ? d.methods[m][0] + '.' + d.methods[m][1] : '?';
+        g.fillStyle = n > 1 ? '#c8ccd2' : pkgColor(classOf(name));
+        g.fillRect(x0, sy, w, TL_ROW - 1);
+        if (w > 40) {
+          g.save(); g.beginPath(); g.rect(x0, sy, w - 2, TL_ROW); g.clip();
+          g.fillStyle = '#1d1f21';
+          g.fillText(n > 1 ? n + ' calls' : name.slice(name.lastIndexOf('.', name.lastIndexOf('.') - 1) + 1), x0 + 3, sy + TL_ROW / 2);
+          g.restore();
+        }
+        drawn.push({ thread: t.thread, track: t.name, level, start, end, method: name, sig: d.methods[m] ? d.methods[m][2] : '', id, ret, merged: n, x: x0, y: sy, w, h: TL_ROW - 1 });
+      }
+    }
+    if (state.range) {
+      const x0 = clipX(tlX(state.range.from)), x1 = clipX(tlX(state.range.to));
+      g.fillStyle = 'rgba(41, 128, 185, 0.15)'; g.fillRect(x0, 0, Math.max(1, x1 - x0), y);
+      g.fillStyle = '#2980b9'; g.fillRect(x0, 0, 1, y); g.fillRect(x1, 0, 1, y);
+    }
+    if (TL.drag && TL.drag.mode === 'select') {
+      const a = Math.min(TL.drag.x, TL.drag.cur), b = Math.max(TL.drag.x, TL.drag.cur);
+      g.fillStyle = 'rgba(241, 196, 15, 0.25)'; g.fillRect(a, 0, b - a, y);
+    }
+    TL.drawn = drawn;
+    TL.marks = marks;
+    // The test hook: what is on screen, as data.
+    window.__vmviewTimeline = {
+      from: TL.from, to: TL.to, end: TL.end, data_from: d ? d.from : null, data_to: d ? d.to : null,
+      tracks: d ? d.tracks.map((t) => ({ thread: t.thread, name: t.name, levels: t.levels })) : [],
+      slices: drawn, marks, range: state.range, depth_cut: d ? d.depth_cut : null,
+    };
+    $('tl-range').textContent = fmtTime(TL.from) + ' – ' + fmtTime(TL.to) + ' (' + fmtNs(TL.to - TL.from) + ' shown)' +
+      (state.range ? '; selected ' + fmtTime(state.range.from) + ' – ' + fmtTime(state.range.to) + ' (' + fmtNs(state.range.to - state.range.from) + ')' : '') +
+      (d && d.depth_cut !== null ? '; calls deeper than level ' + d.depth_cut + ' not kept (memory bound)' : '');
+    $('tl-clear').hidden = !state.range;
+  }
+  function tlHit(x, y) {
+    for (const s of TL.drawn) if (x >= s.x && x <= s.x + Math.max(s.w, 2) && y >= s.y && y <= s.y + s.h) return s;
+    for (const m of TL.marks) if (m.x !== undefined && x >= m.x && x <= m.x + m.w && y >= m.y && y <= m.y + m.h) return m;
+    return null;
+  }
+  function tlZoom(factor, atX) {
+    const t = tlT(atX === undefined ? TL_LABEL + tlWidth() / 2 : atX);
+    TL.from = t - (t - TL.from) * factor;
+    TL.to = t + (TL.to - t) * factor;
+    tlRequest();
+  }
+  function tlPan(frac) { const d = (TL.to - TL.from) * frac; TL.from += d; TL.to += d; tlRequest(); }
+  function setRange(r) {
+    state.range = r && r.to > r.from ? { from: Math.floor(r.from), to: Math.ceil(r.to) } : null;
+    writeHash();
+    for (const v of ['calltree', 'flamegraph', 'exceptions', 'locks']) { rendered.delete(v); const b = $('view-' + v); clear(b); delete b.dataset.ready; }
+    if (state.view !== 'timeline' && state.view !== 'events') showView(state.view);
+    if (TL.inited) tlDraw();
+  }
+  function tlTip(s, ev) {
+    const tip = $('tl-tip');
+    clear(tip);
+    if (!s) { tip.hidden = true; return; }
+    const line = (t, cls) => tip.appendChild(el('div', cls, t));
+    if (s.kind) {
+      line(s.kind + (s.merged > 1 ? ' ×' + s.merged : '') + ' at ' + fmtTime(s.time) + (s.time > s.start ? ' (' + fmtNs(s.time - s.start) + ')' : ''), 'tip-head');
+      if (s.id !== undefined) line('event #' + s.id + ' — click to open it');
+    } else {
+      line(s.merged > 1 ? s.merged + ' calls, each shorter than a pixel (first: ' + s.method + ')' : s.method + s.sig, 'tip-head');
+      line('duration ' + fmtNs(s.end - s.start) + ' from ' + fmtTime(s.start) + (s.ret ? '' : s.merged > 1 ? '' : ' (not returned)'));
+      line('thread ' + s.track + ', level ' + s.level + ', CALL #' + s.id + ' — click to open it');
+      if (s.merged === 1) {
+        const key = s.id + ':' + s.ret;
+        const show = (evs) => {
+          if (tip.dataset.key !== key) return;
+          const call = evs.find((e) => e.id === s.id), ret = evs.find((e) => e.id === s.ret);
+          if (call && call.params) for (const p of call.params) line(p.name + ': ' + p.type + ' = ' + ('value' in p ? fmtValue(p.value) : '?'), 'tip-arg');
+          if (ret) line('returned ' + ('value' in ret ? fmtValue(ret.value) : ret.exception ? 'by ' + ret.exception : 'void'), 'tip-arg');
+        };
+        tip.dataset.key = key;
+        if (TL.tips.has(key)) show(TL.tips.get(key));
+        else src.byid([s.id, s.ret].filter((x) => x)).then((r) => { if (TL.tips.size > 500) TL.tips.clear(); TL.tips.set(key, r.events); show(r.events); }, () => {});
+      }
+    }
+    tip.hidden = false;
+    const box = $('view-timeline').getBoundingClientRect();
+    tip.style.left = Math.min(ev.clientX - box.left + 14, box.width - 380) + 'px';
+    tip.style.top = (ev.clientY - box.top + 14) + 'px';
+  }
+  function tlInit() {
+    if (TL.inited) return;
+    TL.inited = true;
+    const c = tlCanvas();
+    const local = (ev) => { const r = c.getBoundingClientRect(); return [ev.clientX - r.left, ev.clientY - r.top]; };
+    c.addEventListener('wheel', (ev) => {
+      ev.preventDefault();
+      const [x] = local(ev);
+      if (ev.shiftKey) tlPan(ev.deltaY / 1000);
+      else tlZoom(Math.exp(ev.deltaY * 0.002), Math.max(TL_LABEL, x));
+    }, { passive: false });
+    c.addEventListener('mousedown', (ev) => {
+      const [x, y] = local(ev);
+      c.focus();
+      TL.drag = { mode: ev.shiftKey || y < TL_AXIS ? 'select' : 'pan', x: Math.max(TL_LABEL, x), y, cur: x, from: TL.from, to: TL.to, moved: false };
+      ev.preventDefault();
+    });
+    window.addEventListener('mousemove', (ev) => {
+      const [x, y] = local(ev);
+      TL.mouse = x;
+      if (!TL.drag) { if (state.view === 'timeline') tlTip(tlHit(x, y), ev); return; }
+      if (Math.abs(x - TL.drag.x) > 3) TL.drag.moved = true;
+      TL.drag.cur = Math.max(TL_LABEL, x);
+      if (TL.drag.mode === 'pan') {
+        const dt = ((TL.drag.x - x) / tlWidth()) * (TL.drag.to - TL.drag.from);
+        TL.from = TL.drag.from + dt; TL.to = TL.drag.to + dt;
+        tlRequest();
+      } else tlDraw();
+    });
+    window.addEventListener('mouseup', (ev) => {
+      const d = TL.drag;
+      if (!d) return;
+      TL.drag = null;
+      const [x, y] = local(ev);
+      if (!d.moved) {
+        const s = tlHit(x, y);
+        if (s && s.id !== undefined) { $('tl-tip').hidden = true; showView('events'); state.filter = ''; $('filter').value = ''; openContext(s.id); }
+        tlDraw();
+        return;
+      }
+      if (d.mode === 'select') setRange({ from: tlT(Math.min(d.x, d.cur)), to: tlT(Math.max(d.x, d.cur)) });
+      else tlDraw();
+    });
+    c.addEventListener('mouseleave', () => { $('tl-tip').hidden = true; });
+    c.addEventListener('keydown', (ev) => {
+      const k = ev.key.toLowerCase();
+      const at = TL.mouse !== null && TL.mouse >= TL_LABEL ? TL.mouse : undefined;
+      if (k === 'w') tlZoom(0.8, at);
+      else if (k === 's') tlZoom(1.25, at);
+      else if (k === 'a') tlPan(-0.2);
+      else if (k === 'd') tlPan(0.2);
+      else return;
+      ev.preventDefault();
+    });
+    $('tl-reset').onclick = () => { TL.from = 0; TL.to = TL.end; tlRequest(); };
+    $('tl-clear').onclick = () => setRange(null);
+    $('tl-zoomsel').onclick = () => { if (state.range) { TL.from = state.range.from; TL.to = state.range.to; tlRequest(); } };
+    window.addEventListener('resize', () => { if (state.view === 'timeline') tlRequest(); });
+  }
+
+  // ---------------------------------------------------------------- flame graph (canvas)
+  // Drawn from the call tree (the whole trace's, or a selected range's):
+  // click a frame to zoom into it, search to highlight frames and see their
+  // share, a method's callers and callees (sandwich), weights by traced
+  // wall time or by calls, and the difference against a base range.
+  const FG = { root: null, zoom: null, weight: 'time', search: '', sandwich: null, base: null, frames: [], selected: null };
+  const FG_ROW = 17;
+  function fgPrep(n, parent) {
+    n.parent = parent;
+    let calls = n.calls || 0;
+    for (const c of n.children) { fgPrep(c, n); calls += c.calls_total; }
+    n.calls_total = calls;
+    return n;
+  }
+  const fgW = (n) => (FG.weight === 'calls' ? n.calls_total : n.total_ns);
+  function fgPath(n) { const p = []; for (let x = n; x && x.parent; x = x.parent) p.unshift(x.name); return p.join('\u0000'); }
+  function fgIndex(root) {
+    const m = new Map();
+    const walk = (n) => { m.set(fgPath(n), n); for (const c of n.children) walk(c); };
+    walk(root);
+    return m;
+  }
+  function fgMatcher() {
+    const s = FG.search.trim();
+    if (!s) return null;
+    const low = s.toLowerCase();
+    return (name) => String(name).toLowerCase().includes(low);
+  }
+  // Merged tree of `trees` (children by name), weights summed.
+  function fgMergeInto(dst, n) {
+    dst.total_ns += n.total_ns; dst.self_ns += n.self_ns; dst.calls += n.calls;
+    for (const c of n.children) {
+      let d = dst.children.find((x) => x.name === c.name);
+      if (!d) { d = { name: c.name, total_ns: 0, self_ns: 0, calls: 0, children: [] }; dst.children.push(d); }
+      fgMergeInto(d, c);
+    }
+  }
+  function fgSandwich(root, name) {
+    const callees = { name, total_ns: 0, self_ns: 0, calls: 0, children: [] };
+    const callers = { name, total_ns: 0, self_ns: 0, calls: 0, children: [] };
+    const walk = (n, inside) => {
+      const hit = n.parent && n.name === name;
+      if (hit && !inside) {
+        fgMergeInto(callees, n);
+        let at = callers;
+        callers.total_ns += n.total_ns; callers.calls += n.calls;
+        for (let p = n.parent; p && p.parent; p = p.parent) {
+          let d = at.children.find((x) => x.name === p.name);
+          if (!d) { d = { name: p.name, total_ns: 0, self_ns: 0, calls: 0, children: [] }; at.children.push(d); }
+          d.total_ns += n.total_ns; d.calls += n.calls;
+          at = d;
+        }
+      }
+      for (const c of n.children) walk(c, inside || hit);
+    };
+    walk(root, false);
+    const sort = (n) => { n.children.sort((a, b) => b.total_ns - a.total_ns); n.children.forEach(sort); };
+    sort(callees); sort(callers);
+    return { callers: fgPrep(callers, null), callees: fgPrep(callees, null) };
+  }
+  function fgDraw() {
+    const box = $('view-flamegraph');
+    if (!FG.root || !$('fg-canvas')) return;
+    const match = fgMatcher();
+    const frames = [];
+    let matched = 0;
+    const draw = (canvas, root, zoom, baseIdx) => {
+      const W = canvas.clientWidth, dpr = window.devicePixelRatio || 1;
+      const rects = [];
+      const chain = [];
+      for (let x = zoom; x; x = x.parent) chain.unshift(x);
+      const top = chain[chain.length - 1];
+      const total = Math.max(1, fgW(top));
+      chain.slice(0, -1).forEach((n, depth) => rects.push({ n, x: 0, w: W, depth, ancestor: true }));
+      const lay = (n, x, w, depth, inMatch) => {
+        const hit = !!(match && n.parent && match(n.name));
+        if (hit && !inMatch) matched += fgW(n);
+        rects.push({ n, x, w, depth, hit });
+        let cx = x;
+        for (const c of n.children) {
+          const cw = (w * fgW(c)) / Math.max(1, fgW(n));
+          if (cw >= 0.3) lay(c, cx, cw, depth + 1, inMatch || hit);
+          cx += cw;
+        }
+      };
+      lay(top, 0, W, chain.length - 1, false);
+      const depth = rects.reduce((a, r) => Math.max(a, r.depth), 0) + 1;
+      canvas.width = W * dpr; canvas.height = depth * FG_ROW * dpr; canvas.style.height = depth * FG_ROW + 'px';
+      const g = canvas.getContext('2d');
+      g.setTransform(dpr, 0, 0, dpr, 0, 0);
+      g.font = '11px ui-monospace, monospace';
+      g.textBaseline = 'middle';
+      for (const r of rects) {
+        const y = r.depth * FG_ROW;
+        let color = r.n.parent ? pkgColor(classOf(String(r.n.name))) : '#d5dbe3';
+        if (baseIdx) {
+          const b = baseIdx.get(fgPath(r.n));
+          const now = fgW(r.n) / total, was = b ? fgW(b) / Math.max(1, fgW(baseIdx.get(''))) : 0;
+          const dlt = Math.max(-1, Math.min(1, (now - was) * 4));
+          color = dlt >= 0 ? 'rgb(255,' + Math.round(235 - 170 * dlt) + ',' + Math.round(235 - 170 * dlt) + ')' : 'rgb(' + Math.round(235 + 170 * dlt) + ',' + Math.round(235 + 170 * dlt) + ',255)';
+          r.delta = now - was;
+        }
+        if (match) color = r.hit ? '#e040fb' : (r.n.parent ? '#e4e6ea' : color);
+        g.fillStyle = r.ancestor ? '#bfc6d0' : color;
+        g.fillRect(r.x, y, Math.max(0.5, r.w - 0.5), FG_ROW - 1);
+        if (r.w > 30) {
+          g.save(); g.beginPath(); g.rect(r.x, y, r.w - 2, FG_ROW); g.clip();
+          g.fillStyle = '#1d1f21'; g.fillText(String(r.n.name), r.x + 3, y + FG_ROW / 2); g.restore();
+        }
+        frames.push({ canvas: canvas.id, name: String(r.n.name), x: r.x, y, w: r.w, h: FG_ROW - 1, depth: r.depth, total_ns: r.n.total_ns, self_ns: r.n.self_ns,
+          calls: r.n.calls_total, hit: !!r.hit, ancestor: !!r.ancestor, delta: r.delta, node: r.n });
+      }
+      return total;
+    };
+    let total;
+    if (FG.sandwich) {
+      $('fg-canvas2').hidden = false;
+      $('fg-label2').hidden = false;
+      $('fg-label').textContent = 'Callees of ' + FG.sandwich.name + ' (its calls merged)';
+      $('fg-label2').textContent = 'Callers of ' + FG.sandwich.name + ' (paths up to the thread, top = the method)';
+      total = draw($('fg-canvas'), FG.sandwich.callees, FG.sandwich.callees, null);
+      draw($('fg-canvas2'), FG.sandwich.callers, FG.sandwich.callers, null);
+    } else {
+      $('fg-canvas2').hidden = true;
+      $('fg-label2').hidden = true;
+      $('fg-label').textContent = FG.base ? 'Difference against the base range (red: larger share now, blue: smaller)' : '';
+      total = draw($('fg-canvas'), FG.root, FG.zoom || FG.root, FG.base ? FG.base.index : null);
+    }
+    FG.frames = frames;
+    $('fg-match').textContent = match ? 'matched ' + (100 * matched / Math.max(1, total)).toFixed(1) + '% of ' + (FG.weight === 'calls' ? 'calls' : fmtNs(total)) : '';
+    window.__vmviewFlame = {
+      frames: frames.map((f) => ({ canvas: f.canvas, name: f.name, x: f.x, y: f.y, w: f.w, depth: f.depth, total_ns: f.total_ns, calls: f.calls, hit: f.hit, ancestor: f.ancestor, delta: f.delta })),
+      total, matched, weight: FG.weight, zoom: FG.zoom ? String(FG.zoom.name) : null, range: state.range,
+      sandwich: FG.sandwich ? FG.sandwich.name : null, diff: !!FG.base,
+    };
+    box.dataset.frames = frames.length;
+  }
+  function fgHit(canvasId, x, y) {
+    for (const f of FG.frames) if (f.canvas === canvasId && x >= f.x && x < f.x + f.w && y >= f.y && y < f.y + f.h) return f;
+    return null;
+  }
+  async function rangeTree() {
+    for (;;) {
+      const r = await src.tree(state.range.from, state.range.to);
+      if (!r.pending) return r;
+      await new Promise((res) => setTimeout(res, 400));
+    }
+  }
+  async function treeForViews() {
+    if (state.range) return (await rangeTree()).tree;
+    return (await views()).calltree;
+  }
+  function rangeHint(box) {
+    if (!state.range) return;
+    const p = el('p', 'range-hint', 'Restricted to the range selected on the timeline: ' + fmtTime(state.range.from) + ' – ' + fmtTime(state.range.to) + ' (' + fmtNs(state.range.to - state.range.from) + '). ');
+    const b = el('button', null, 'Whole trace');
+    b.onclick = () => setRange(null);
+    p.appendChild(b);
+    box.appendChild(p);
+  }
+
   const renderers = {
+    async timeline(box) {
+      tlInit();
+      const info = await src.info();
+      TL.end = Math.max(1, info.duration_ns + 1);
+      if (TL.to <= 1) { TL.from = 0; TL.to = TL.end; }
+      await tlFetch();
+    },
+    async flamegraph(box) {
+      rangeHint(box);
+      const tree = await treeForViews();
+      FG.root = fgPrep(JSON.parse(JSON.stringify(tree)), null);
+      FG.zoom = null;
+      FG.sandwich = null;
+      const bar = el('div', 'fg-bar');
+      const search = el('input');
+      search.id = 'fg-search';
+      search.placeholder = 'search frames (text in the name)';
+      search.value = FG.search;
+      search.oninput = () => { FG.search = search.value; fgDraw(); };
+      bar.appendChild(search);
+      const weight = el('select');
+      weight.id = 'fg-weight';
+      for (const [v, t] of [['time', 'weight: traced wall time'], ['calls', 'weight: calls']]) { const o = el('option', null, t); o.value = v; weight.appendChild(o); }
+      weight.value = FG.weight;
+      weight.onchange = () => { FG.weight = weight.value; fgDraw(); };
+      bar.appendChild(weight);
+      const button = (id, text, fn) => { const b = el('button', null, text); b.id = id; b.onclick = fn; bar.appendChild(b); return b; };
+      button('fg-reset', 'Reset zoom', () => { FG.zoom = null; FG.sandwich = null; fgDraw(); });
+      button('fg-sandwich', 'Callers / callees', () => {
+        const name = FG.selected || (FG.zoom && FG.zoom.name);
+        if (!name) { $('fg-match').textContent = 'click a frame first'; return; }
+        FG.sandwich = Object.assign({ name }, fgSandwich(FG.root, name));
+        fgDraw();
+      });
+      button('fg-base', 'Set as diff base', () => { FG.base = { index: fgIndex(FG.root), range: state.range }; fgDraw(); $('fg-nodiff').hidden = false; });
+      button('fg-nodiff', 'No diff', () => { FG.base = null; fgDraw(); $('fg-nodiff').hidden = true; }).hidden = !FG.base;
+      bar.appendChild(el('span', 'count', '')).id = 'fg-match';
+      box.appendChild(bar);
+      box.appendChild(el('p', 'hint', 'Width: ' + (state.range ? 'traced wall time in the range' : 'inclusive traced wall time') + ', one tower per thread. Click a frame to zoom into it (an ancestor to zoom out); select a method and press “Callers / callees”; “Set as diff base”, then select another range on the timeline to compare.'));
+      box.appendChild(el('p', 'fg-label', '')).id = 'fg-label';
+      const c = el('canvas', 'fg-canvas');
+      c.id = 'fg-canvas';
+      box.appendChild(c);
+      box.appendChild(el('p', 'fg-label', '')).id = 'fg-label2';
+      const c2 = el('canvas', 'fg-canvas');
+      c2.id = 'fg-canvas2';
+      box.appendChild(c2);
+      const tip = el('div', 'tip');
+      tip.id = 'fg-tip';
+      tip.hidden = true;
+      box.appendChild(tip);
+      for (const cv of [c, c2]) {
+        cv.addEventListener('click', (ev) => {
+          const r = cv.getBoundingClientRect();
+          const f = fgHit(cv.id, ev.clientX - r.left, ev.clientY - r.top);
+          if (!f) return;
+          FG.selected = f.node.parent ? f.name : null;
+          if (!FG.sandwich) FG.zoom = f.node.parent ? f.node : null;
+          fgDraw();
+        });
+        cv.addEventListener('mousemove', (ev) => {
+          const r = cv.getBoundingClientRect();
+          const f = fgHit(cv.id, ev.clientX - r.left, ev.clientY - r.top);
+          clear(tip);
+          if (!f) { tip.hidden = true; return; }
+          tip.appendChild(el('div', 'tip-head', f.name));
+          tip.appendChild(el('div', null, 'total ' + fmtNs(f.total_ns) + ', self ' + fmtNs(f.self_ns) + ', ' + f.calls.toLocaleString('en') + ' calls' +
+            (f.delta !== undefined ? ', share ' + (f.delta >= 0 ? '+' : '') + (100 * f.delta).toFixed(1) + '% against the base' : '')));
+          const b = box.getBoundingClientRect();
+          tip.style.left = Math.min(ev.clientX - b.left + 14, b.width - 380) + 'px';
+          tip.style.top = (ev.clientY - b.top + box.scrollTop + 14) + 'px';
+          tip.hidden = false;
+        });
+        cv.addEventListener('mouseleave', () => { tip.hidden = true; });
+      }
+      fgDraw();
+    },
     async exceptions(box) {
+      rangeHint(box);
+      if (state.range) {
+        const r = await rangeTree();
+        box.appendChild(el('h3', null, 'In the selected range'));
+        if (!r.exceptions.length) box.appendChild(el('p', 'hint', 'No exception thrown or caught in the range.'));
+        else box.appendChild(grid(['exception', 'thrown', 'caught'], r.exceptions.map((x) => [x.class, x.thrown, x.caught])));
+      }
       const v = (await views()).exceptions;
-      box.appendChild(el('h3', null, 'Exceptions by type'));
+      box.appendChild(el('h3', null, state.range ? 'Exceptions by type, whole trace' : 'Exceptions by type'));
       box.appendChild(grid(['exception', 'thrown', 'caught', 'uncaught'], v.by_type.map((x) => [
         filterLink(x.class, 'type == THROW && exception == ' + quote(x.class)), x.thrown, x.caught,
         x.uncaught ? filterLink(String(x.uncaught), 'type == THROW && exception == ' + quote(x.class) + ' && catch_class == null') : 0])));
@@ -1253,7 +1839,8 @@
       if (v.sites_not_listed) box.appendChild(el('p', 'hint', v.sites_not_listed + ' throws at further sites not listed'));
     },
     async calltree(box) {
-      const root = (await views()).calltree;
+      rangeHint(box);
+      const root = await treeForViews();
       box.appendChild(el('p', 'hint', 'Inclusive time, self time and calls per path, merged per thread (from CALL/RETURN). Click to fold.'));
       const tree = el('div', 'tree');
       const total = Math.max(1, root.total_ns);
@@ -1276,21 +1863,16 @@
       add(root, 0, tree);
       box.appendChild(tree);
     },
-    async flamegraph(box) {
-      const svg = await src.flamegraph();
-      box.appendChild(el('p', 'hint', 'Width: wall time in traced methods, one tower per thread (inferno). Hover a frame for its name and time.'));
-      const frame = document.createElement('iframe');
-      frame.id = 'flame-frame';
-      frame.setAttribute('sandbox', '');
-      // inferno sizes the picture; the frame takes its height.
-      const h = /<svg[^>]*\sheight="(\d+)"/.exec(svg);
-      if (h) frame.style.height = Number(h[1]) + 4 + 'px';
-      frame.src = URL.createObjectURL(new Blob([svg], { type: 'image/svg+xml' }));
-      box.appendChild(frame);
-    },
     async locks(box) {
+      rangeHint(box);
+      if (state.range) {
+        const r = await rangeTree();
+        box.appendChild(el('h3', null, 'Contended in the selected range'));
+        if (!r.monitors.length) box.appendChild(el('p', 'hint', 'No monitor contention ended in the range.'));
+        else box.appendChild(grid(['monitor class', 'contentions', 'total wait', 'max wait'], r.monitors.map((m) => [m.class, m.contentions, fmtNs(m.total_wait_ns), fmtNs(m.max_wait_ns)])));
+      }
       const v = (await views()).locks;
-      box.appendChild(el('h3', null, 'Contended monitors'));
+      box.appendChild(el('h3', null, state.range ? 'Contended monitors, whole trace' : 'Contended monitors'));
       if (!v.length) box.appendChild(el('p', 'hint', 'No monitor contention in this trace.'));
       else box.appendChild(grid(['monitor', 'contentions', 'total wait', 'max wait'], v.map((m) => [
         filterLink(m.monitor, 'monitor == ' + quote(m.monitor)), m.contentions, fmtNs(m.total_wait_ns), fmtNs(m.max_wait_ns)])));
@@ -1383,6 +1965,8 @@
     for (const b of document.querySelectorAll('#tabs button')) b.classList.toggle('on', b.dataset.view === v);
     for (const d of document.querySelectorAll('.view')) d.hidden = d.id !== 'view-' + v;
     if (v === 'events') { sizeSpacer(); render(); return; }
+    if (v === 'timeline' && rendered.has(v)) { tlRequest(); return; }
+    if (v === 'flamegraph' && rendered.has(v)) fgDraw();
     if (!rendered.has(v)) {
       rendered.add(v);
       const box = $('view-' + v);

@@ -17,6 +17,7 @@ use vmview_export::{EventWriter, JsonlWriter};
 use vmview_format::TraceReader;
 
 use crate::analysis::TraceAnalysis;
+use crate::timeline::{Limits, TimelineBuilder};
 use crate::{assets, json_for_html};
 
 /// The largest trace a report embeds by default.
@@ -77,11 +78,16 @@ pub fn report_html(
     let mut analysis = TraceAnalysis::new(duration_ns, title);
     analysis.use_header(&reader.header().properties);
     let mut jsonl = JsonlWriter::new(Vec::new());
+    let mut timeline = TimelineBuilder::new(Limits::default());
     while let Some(ev) = reader.next_event() {
         analysis.event(&ev, reader.symbols());
+        timeline.event(&ev);
         jsonl.write_event(&ev, reader.symbols())?;
     }
     let (views, svg) = analysis.finish(reader.symbols())?;
+    // The whole index, every call its own slice: the page summarises it
+    // per pixel itself (the report's traces are small).
+    let timeline = timeline.finish(reader.symbols()).exact();
     let lines = jsonl.into_inner();
     let mut events_json = Vec::with_capacity(lines.len() + 2);
     events_json.push(b'[');
@@ -110,10 +116,11 @@ pub fn report_html(
         "mode": "report",
     });
     let data = format!(
-        "{{\"info\":{},\"views\":{},\"flamegraph\":{},\"events\":{}}}",
+        "{{\"info\":{},\"views\":{},\"flamegraph\":{},\"timeline\":{},\"events\":{}}}",
         info,
         views,
         Json::String(svg),
+        timeline,
         String::from_utf8_lossy(&events_json)
     );
     Ok(page(&data))

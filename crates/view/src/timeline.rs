@@ -423,11 +423,21 @@ impl Timeline {
         let to = view.to.max(view.from + 1);
         let px = view.px.clamp(1, MAX_PX);
         let ns_px = ((to - view.from) as f64 / px as f64).max(1.0);
-        let from = view.from;
+        self.query_at(view.from, to, px, ns_px, threads)
+    }
+
+    /// The whole index with no merging (every call its own slice), in the
+    /// schema of [`Timeline::query`]: what a self-contained report embeds.
+    pub fn exact(&self) -> Json {
+        let to = self.end_ns + 1;
+        self.query_at(0, to, to, 0.5, &[])
+    }
+
+    fn query_at(&self, from: u64, to: u64, px: u64, ns_px: f64, threads: &[u32]) -> Json {
         // The end of the pixel holding `t`.
         let pixel_end = |t: u64| -> u64 {
             let k = ((t.saturating_sub(from)) as f64 / ns_px).floor() + 1.0;
-            from + (k * ns_px).ceil() as u64
+            (from + (k * ns_px).ceil() as u64).max(t + 1)
         };
         let mut methods: HashMap<u32, ()> = HashMap::new();
         let mut tracks = Vec::new();

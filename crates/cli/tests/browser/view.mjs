@@ -33,10 +33,11 @@ try {
   const visitView = async (v) => {
     await page.click('#tabs button[data-view="' + v + '"]');
     await page.waitForSelector('#view-' + v + '[data-ready="1"]');
-    if (v === 'flamegraph') {
-      const frame = page.frameLocator('#flame-frame');
-      await frame.locator('svg').first().waitFor();
-      out.flame_frames = await frame.locator('g').count();
+    if (v === 'flamegraph') out.flame_frames = Number(await page.getAttribute('#view-flamegraph', 'data-frames'));
+    if (v === 'timeline') {
+      await page.waitForSelector('#view-timeline[data-frame]');
+      out.timeline_slices = await page.evaluate(() => window.__vmviewTimeline.slices.length);
+      out.timeline_tracks = await page.evaluate(() => window.__vmviewTimeline.tracks.map((t) => t.name));
     }
     out.views[v] = (await page.textContent('#view-' + v)).slice(0, 4000);
     await shot(v);
@@ -126,7 +127,7 @@ try {
 
     // Every view.
     out.views = {};
-    for (const v of ['exceptions', 'calltree', 'flamegraph', 'locks', 'threads', 'reactions', 'stats']) await visitView(v);
+    for (const v of ['timeline', 'exceptions', 'calltree', 'flamegraph', 'locks', 'threads', 'reactions', 'stats']) await visitView(v);
   }
 
   if (spec.hostile) {
