@@ -29,6 +29,7 @@ mod recording;
 mod recovery;
 mod report_regex;
 mod serve_limits;
+mod timeline;
 mod view;
 mod vthreads;
 mod xml;

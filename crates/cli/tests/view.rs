@@ -32,7 +32,7 @@ impl Drop for Served {
     }
 }
 
-fn serve(trace: &Path) -> Served {
+pub(crate) fn serve(trace: &Path) -> Served {
     serve_with(trace, &[])
 }
 
@@ -557,7 +557,7 @@ fn browse(
 
 /// Runs tests/browser/view.mjs with `spec` (url, npm and screenshot
 /// directory added).
-fn browse_spec(url: &str, name: &str, mut spec: Value) -> Option<Value> {
+pub(crate) fn browse_spec(url: &str, name: &str, mut spec: Value) -> Option<Value> {
     let npm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/npm");
     let missing: Vec<&str> = [
         (!Path::new("/usr/bin/chromium").exists())
@@ -584,7 +584,9 @@ fn browse_spec(url: &str, name: &str, mut spec: Value) -> Option<Value> {
     spec["url"] = serde_json::json!(url);
     spec["shots"] = serde_json::json!(screenshots());
     spec["name"] = serde_json::json!(name);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/view.mjs");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/browser")
+        .join(spec["script"].as_str().unwrap_or("view.mjs"));
     let o = Command::new("node")
         .arg(script)
         .arg(spec.to_string())

@@ -1,0 +1,340 @@
+//! The browser view's timeline and flame graph, on a trace written here
+//! with known times (so every slice's place is predicted, whatever the
+//! machine's load): the server's per-pixel summaries over HTTP, and the
+//! page in headless Chromium (tests/browser/timeline.mjs), served and as a
+//! report. The trace's thread name, class and String argument are hostile
+//! markup: they must be drawn as text and never run.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+use vmview_format::{
+    Event, EventKind, Loc, MethodId, MethodSymbol, Monitor, Outcome, StringId, Symbol, ThreadRef,
+    ThreadSymbol, TraceHeader, TraceWriter, Value as JValue,
+};
+
+use crate::support::{path_str, run, scratch};
+use crate::view::{browse_spec, http, serve};
+
+const MS: u64 = 1_000_000;
+/// Thread `beta`'s name: markup that would run if it reached innerHTML.
+const HOSTILE_THREAD: &str = "beta<img src=x onerror=\"window.__pwned='thread'\">";
+const HOSTILE_ARG: &str = "</script><script>window.__pwned='arg'</script><b>x";
+
+/// Thread `alpha`: `demo.Outer.run()` from 1 ms to 9 ms, holding eight
+/// `demo.inner.Work.step(int n)` calls of 0.5 ms at 1.1, 2.1 … 8.1 ms
+/// (returning 2n), and a THROW at 5.2 ms. Thread `beta…`: `run()` from 2 to
+/// 3 ms holding `other.Io.read(String)` from 2.1 to 2.9 ms, and a
+/// contended monitor entered at 2.95 ms after 40 µs.
+fn timeline_trace(path: &Path) {
+    let header = TraceHeader {
+        version: 1,
+        pid: 7,
+        start_unix_ns: 1_700_000_000_000_000_000,
+        properties: vec![],
+    };
+    let out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = TraceWriter::with_chunk_size(out, &header, 4096).unwrap();
+    let strings = [
+        "alpha",
+        HOSTILE_THREAD,
+        "main",
+        "demo.Outer",
+        "run",
+        "()V",
+        "demo.inner.Work",
+        "step",
+        "(I)I",
+        "n",
+        "other.Io<svg onload=alert(1)>",
+        "read",
+        "(Ljava/lang/String;)V",
+        "s",
+        "demo.Boom",
+        "java.lang.Object",
+    ];
+    for (i, t) in strings.iter().enumerate() {
+        w.define(Symbol::String {
+            id: StringId(i as u32),
+            text: t.to_string(),
+        });
+    }
+    for (id, name) in [(0, 0), (1, 1)] {
+        w.define(Symbol::Thread(ThreadSymbol {
+            id: ThreadRef(id),
+            java_id: i64::from(id) + 1,
+            name: StringId(name),
+            group: StringId(2),
+            priority: 5,
+            daemon: false,
+        }));
+    }
+    for (id, class, name, sig, params) in [
+        (0, 3, 4, 5, vec![]),
+        (1, 6, 7, 8, vec![StringId(9)]),
+        (2, 10, 11, 12, vec![StringId(13)]),
+    ] {
+        w.define(Symbol::Method(MethodSymbol {
+            id: MethodId(id),
+            class: StringId(class),
+            name: StringId(name),
+            sig: StringId(sig),
+            param_names: params,
+            modifiers: 1,
+        }));
+    }
+    let mut evs: Vec<(u64, u32, EventKind)> = Vec::new();
+    let call = |m: u32, depth: u32, params: Vec<JValue>| EventKind::Call {
+        method: MethodId(m),
+        depth,
+        caller: None,
+        params,
+        metrics: Default::default(),
+    };
+    let ret = |m: u32, depth: u32, outcome: Outcome, elapsed_ns: u64| EventKind::Return {
+        method: MethodId(m),
+        depth,
+        outcome,
+        elapsed_ns,
+        metrics: Default::default(),
+    };
+    evs.push((MS, 0, call(0, 1, vec![])));
+    for k in 0..8u64 {
+        let t = MS + k * MS + MS / 10;
+        evs.push((t, 0, call(1, 2, vec![JValue::Int(k as i32)])));
+        evs.push((
+            t + MS / 2,
+            0,
+            ret(1, 2, Outcome::Value(JValue::Int(2 * k as i32)), MS / 2),
+        ));
+    }
+    evs.push((
+        5 * MS + MS / 5,
+        0,
+        EventKind::Throw {
+            exception: StringId(14),
+            message: Some("boom".into()),
+            method: MethodId(0),
+            loc: Loc { bci: 3, line: None },
+            catch: None,
+        },
+    ));
+    evs.push((9 * MS, 0, ret(0, 1, Outcome::Void, 8 * MS)));
+    evs.push((2 * MS, 1, call(0, 1, vec![])));
+    evs.push((
+        2 * MS + MS / 10,
+        1,
+        call(
+            2,
+            2,
+            vec![JValue::Str {
+                text: HOSTILE_ARG.into(),
+                full_len: None,
+            }],
+        ),
+    ));
+    evs.push((
+        2 * MS + 9 * MS / 10,
+        1,
+        ret(2, 2, Outcome::Void, 8 * MS / 10),
+    ));
+    evs.push((
+        2 * MS + 95 * MS / 100,
+        1,
+        EventKind::MonitorContendedEntered {
+            monitor: Monitor {
+                class: StringId(15),
+                hash: 1,
+            },
+            wait_ns: 40_000,
+        },
+    ));
+    evs.push((3 * MS, 1, ret(0, 1, Outcome::Void, MS)));
+    evs.sort_by_key(|e| e.0);
+    for (i, (time_ns, thread, kind)) in evs.into_iter().enumerate() {
+        w.write(&Event {
+            id: i as u64 + 1,
+            time_ns,
+            thread: ThreadRef(thread),
+            kind,
+        })
+        .unwrap();
+    }
+    w.finish().unwrap();
+}
+
+fn get(addr: &str, target: &str) -> Value {
+    let (status, _, body) = http(addr, "GET", target, Some(addr));
+    assert_eq!(status, 200, "{target}: {}", String::from_utf8_lossy(&body));
+    serde_json::from_slice(&body).unwrap()
+}
+
+/// The API at two zoom levels and one range's tree, as the fixture
+/// predicts.
+#[test]
+fn serve_timeline_summarises_per_pixel_and_trees_a_range() {
+    let trace = scratch("timeline-api").join("tl.vmv");
+    timeline_trace(&trace);
+    let served = serve(&trace);
+    let a = served.addr.as_str();
+    // The index is built in the background: a 503 means "not yet".
+    let mut v = Value::Null;
+    for _ in 0..600 {
+        let (status, _, body) = http(
+            a,
+            "GET",
+            "/api/timeline?from=0&to=10000000&px=1000",
+            Some(a),
+        );
+        if status == 200 {
+            v = serde_json::from_slice(&body).unwrap();
+            break;
+        }
+        assert_eq!(status, 503);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let tracks = v["tracks"].as_array().expect("tracks");
+    let names: Vec<&str> = tracks.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["alpha", HOSTILE_THREAD]);
+    // 10 µs a pixel: every call is its own slice.
+    let alpha = tracks[0]["slices"].as_array().unwrap();
+    assert_eq!(alpha.len(), 9, "{alpha:?}");
+    assert_eq!(alpha[0], json!([MS, 9 * MS, 0, 0, 1, alpha[0][5], 1]));
+    assert_eq!(alpha[4][0], 4 * MS + MS / 10);
+    assert_eq!(alpha[4][1], 4 * MS + 6 * MS / 10);
+    assert_eq!(tracks[0]["markers"].as_array().unwrap().len(), 1);
+    assert_eq!(tracks[1]["markers"][0][0], 2 * MS + 91 * MS / 100);
+    // 10 pixels over 10 ms: one pixel a ms, each step() alone in its pixel
+    // (under a pixel: a bucket of one), run() wide.
+    let v = get(a, "/api/timeline?from=0&to=10000000&px=10");
+    let alpha = v["tracks"][0]["slices"].as_array().unwrap();
+    assert_eq!(alpha.len(), 9);
+    // 2 pixels: steps 0-3 in the first, 4-7 in the second.
+    let v = get(a, "/api/timeline?from=1000000&to=9000000&px=2");
+    let steps: Vec<&Value> = v["tracks"][0]["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s[2] == 1)
+        .collect();
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    assert_eq!(steps[0][6], 4);
+    assert_eq!(steps[1][6], 4);
+    // The tree of 2.0–4.0 ms: steps 1 and 2 whole; beta's read() whole.
+    let t = get(a, "/api/tree?from=2000000&to=4000000");
+    let alpha = &t["tree"]["children"][0];
+    assert_eq!(alpha["name"], "alpha");
+    let step = &alpha["children"][0]["children"][0];
+    assert_eq!(step["name"], "demo.inner.Work.step");
+    assert_eq!(step["calls"], 2);
+    assert_eq!(step["total_ns"], MS);
+    assert_eq!(t["monitors"][0]["contentions"], 1);
+    // Events by id, for the hover.
+    let e = get(a, "/api/byid?ids=3,2");
+    assert_eq!(e["events"][0]["type"], "CALL", "step(0) at 1.1 ms");
+    assert_eq!(e["events"][1]["type"], "RETURN");
+    assert_eq!(e["events"][1]["value"], 0);
+}
+
+/// The page: tracks and slices drawn as predicted, zoom and pan, hover,
+/// a click that opens the event, a range that restricts the flame graph,
+/// the flame graph's search, zoom and sandwich; screenshots in
+/// target/screenshots; nothing hostile runs.
+#[test]
+fn browser_timeline_draws_zooms_opens_and_restricts_the_flame_graph() {
+    let dir = scratch("timeline-browser");
+    let trace = dir.join("tl.vmv");
+    timeline_trace(&trace);
+    let served = serve(&trace);
+    let report = dir.join("tl.html");
+    assert!(run(&["view", path_str(&trace), "-o", path_str(&report)])
+        .status
+        .success());
+    let served_url = format!("http://{}/#view=timeline", served.addr);
+    let report_url = format!("file://{}#view=timeline", report.display());
+    for (name, url) in [
+        ("timeline-served", served_url),
+        ("timeline-report", report_url),
+    ] {
+        let Some(v) = browse_spec(
+            &url,
+            name,
+            json!({"script": "timeline.mjs", "hostile_thread": HOSTILE_THREAD}),
+        ) else {
+            return;
+        };
+        assert_eq!(
+            v["tracks"],
+            json!(["alpha", HOSTILE_THREAD]),
+            "{name}: a track per thread, in order"
+        );
+        assert_eq!(
+            v["alpha_levels"],
+            json!([0, 1, 1, 1, 1, 1, 1, 1, 1]),
+            "{name}"
+        );
+        assert_eq!(
+            v["beta_methods"],
+            json!(["demo.Outer.run", "other.Io<svg onload=alert(1)>.read"]),
+            "{name}"
+        );
+        let (f0, t0) = (
+            v["whole"][0].as_f64().unwrap(),
+            v["whole"][1].as_f64().unwrap(),
+        );
+        let (f1, t1) = (
+            v["zoomed"][0].as_f64().unwrap(),
+            v["zoomed"][1].as_f64().unwrap(),
+        );
+        assert!(t1 - f1 < (t0 - f0) * 0.7, "{name}: W zooms in: {v}");
+        let (f2, t2) = (
+            v["panned"][0].as_f64().unwrap(),
+            v["panned"][1].as_f64().unwrap(),
+        );
+        assert!(
+            f2 > f1 && ((t2 - f2) - (t1 - f1)).abs() < 2.0,
+            "{name}: D pans right: {v}"
+        );
+        assert!(
+            v["wheeled_span"].as_f64().unwrap() < t2 - f2,
+            "{name}: the wheel zooms in"
+        );
+        let tip = v["tip"].as_str().unwrap();
+        assert!(
+            tip.contains("demo.inner.Work.step(I)I")
+                && tip.contains("n: int = 3")
+                && tip.contains("returned 6"),
+            "{name}: {tip}"
+        );
+        assert_eq!(
+            v["clicked_id"], v["opened_id"],
+            "{name}: the clicked call opens"
+        );
+        assert_eq!(v["opened_type"], "CALL");
+        // The whole trace: eight step() calls, 4 ms of the 9 ms traced.
+        assert_eq!(v["flame_whole_step_calls"], 8, "{name}");
+        assert!(
+            v["flame_match"].as_str().unwrap().contains("44.4%"),
+            "{name}: {}",
+            v["flame_match"]
+        );
+        // The range around steps 1 and 2 only.
+        assert_eq!(v["flame_range_step_calls"], 2, "{name}: {v}");
+        assert_eq!(v["flame_range_step_ns"], 2 * MS / 2, "{name}");
+        assert_eq!(v["flame_zoom"], "demo.Outer.run", "{name}");
+        assert_eq!(
+            v["sandwich_callers"],
+            json!(["demo.inner.Work.step", "demo.Outer.run", "alpha"]),
+            "{name}"
+        );
+        assert!(
+            v["pwned"].is_null(),
+            "{name}: a trace string ran: {}",
+            v["pwned"]
+        );
+        assert_eq!(
+            v["injected"], 0,
+            "{name}: no element from the trace's markup"
+        );
+    }
+}
