@@ -687,6 +687,11 @@ fn check_page(v: &Value, all: &[Value], filter_count: u64, search_ids: &[u64], u
         .unwrap()
         .contains("need SAMPLE events"));
     assert!(v["flame_frames"].as_u64().unwrap() > 2, "flame graph drawn");
+    assert!(
+        v["timeline_slices"].as_u64().unwrap() > 0,
+        "timeline drawn: {}",
+        v["timeline_tracks"]
+    );
     // Nothing but the page's own origin.
     for r in v["requests"].as_array().unwrap() {
         let r = r.as_str().unwrap();
