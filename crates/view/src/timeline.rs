@@ -53,6 +53,9 @@ impl Default for Limits {
 
 /// Most nodes of a range's call tree sent to the page (heaviest first).
 const MAX_TREE_NODES: usize = 20_000;
+/// Deepest level a range's tree goes to: deeper calls count as their
+/// ancestor's self time (the tree is built and sent recursively).
+const MAX_TREE_DEPTH: usize = 512;
 /// Most pixels a query may ask for.
 const MAX_PX: u64 = 8192;
 
@@ -572,7 +575,7 @@ impl Timeline {
             // The node of each in-range slice of the level above: (first
             // index, nodes).
             let mut above: (usize, Vec<u32>) = (0, Vec::new());
-            for (level, v) in t.levels.iter().enumerate() {
+            for (level, v) in t.levels.iter().enumerate().take(MAX_TREE_DEPTH) {
                 let a = v.partition_point(|s| s.end <= from && s.start < from);
                 let b = a + v[a..].partition_point(|s| s.start < to);
                 let mut here = Vec::with_capacity(b - a);
@@ -660,8 +663,7 @@ impl Timeline {
             json!({"name": name, "total_ns": n.total, "self_ns": n.total.saturating_sub(child_total),
                    "calls": n.calls, "children": children})
         }
-        // The nesting of calls is bounded by the slices' levels, so the
-        // recursion is too (a level is a traced frame).
+        // The recursion is bounded by MAX_TREE_DEPTH.
         let tree = emit(&nodes, 0, &mut budget);
         let mut exc: Vec<_> = exceptions
             .into_iter()
