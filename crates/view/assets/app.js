@@ -861,7 +861,7 @@
   // The report's timeline: the whole index is embedded (small traces
   // only), summarised here per pixel as the server does.
   function reportTimeline(tl, from, to, px) {
-    if (!tl) return { from, to, px, end_ns: 0, tracks: [], gc: [], methods: {}, kinds: [], depth_cut: null };
+    if (!tl) return { from, to, px, end_ns: 0, tracks: [], gc: [], methods: {}, kinds: [], dropped_shorter_than_ns: 0 };
     const nsPx = Math.max(1, (to - from) / px);
     const pe = (t) => from + (Math.floor((t - from) / nsPx) + 1) * nsPx;
     const inRange = (a, b) => b >= from && a < to;
@@ -928,7 +928,7 @@
       return { name: n.name, total_ns: n.total_ns, self_ns: Math.max(0, n.total_ns - sum), calls: n.calls, children: kids };
     };
     return { from, to, tree: out(root), exceptions: [...exc.values()].sort((a, b) => b.thrown - a.thrown),
-      monitors: [...mon.values()].sort((a, b) => b.total_wait_ns - a.total_wait_ns), depth_cut: tl ? tl.depth_cut : null };
+      monitors: [...mon.values()].sort((a, b) => b.total_wait_ns - a.total_wait_ns), dropped_shorter_than_ns: tl ? tl.dropped_shorter_than_ns : 0 };
   }
 
   const dataBlock = $('vmview-data');
@@ -1465,11 +1465,11 @@
     window.__vmviewTimeline = {
       from: TL.from, to: TL.to, end: TL.end, data_from: d ? d.from : null, data_to: d ? d.to : null,
       tracks: d ? d.tracks.map((t) => ({ thread: t.thread, name: t.name, levels: t.levels })) : [],
-      slices: drawn, marks, range: state.range, depth_cut: d ? d.depth_cut : null,
+      slices: drawn, marks, range: state.range, dropped_shorter_than_ns: d ? d.dropped_shorter_than_ns : 0,
     };
     $('tl-range').textContent = fmtTime(TL.from) + ' – ' + fmtTime(TL.to) + ' (' + fmtNs(TL.to - TL.from) + ' shown)' +
       (state.range ? '; selected ' + fmtTime(state.range.from) + ' – ' + fmtTime(state.range.to) + ' (' + fmtNs(state.range.to - state.range.from) + ')' : '') +
-      (d && d.depth_cut !== null ? '; calls deeper than level ' + d.depth_cut + ' not kept (memory bound)' : '');
+      (d && d.dropped_shorter_than_ns ? '; calls shorter than ' + fmtNs(d.dropped_shorter_than_ns) + ' not kept (memory bound)' : '');
     $('tl-clear').hidden = !state.range;
   }
   function tlHit(x, y) {

@@ -12,9 +12,11 @@
 //! walk jumps over the bucket with another binary search, so an answer
 //! costs (pixels × levels × log n) whatever the trace's size.
 //!
-//! Memory is bounded ([`Limits`]): when the slices exceed their budget the
-//! deepest level is dropped (from every thread) and deeper calls are no
-//! longer kept; the answer says at which level the index was cut.
+//! Memory is bounded ([`Limits`]): when the slices exceed their budget,
+//! the calls shorter than a threshold (1 µs, then doubled until they fit)
+//! are dropped, and shorter calls are no longer kept; the answer says from
+//! which length calls are kept. What is kept covers the whole trace, and
+//! what is dropped is what a zoomed-out screen could not show anyway.
 //! Samples and markers have budgets of their own and count what they drop.
 //!
 //! The call tree of a time range ([`Timeline::tree`]) is aggregated from
@@ -138,7 +140,8 @@ pub struct Timeline {
     syms: SymbolTable,
     end_ns: u64,
     /// Levels at and below this one were dropped to stay in budget.
-    depth_cut: Option<usize>,
+    /// Returned calls shorter than this were dropped to stay in budget.
+    min_ns: u64,
     dropped_markers: u64,
     dropped_samples: u64,
     unmatched_returns: u64,
@@ -154,8 +157,7 @@ pub struct TimelineBuilder {
     slices: usize,
     markers: usize,
     samples: usize,
-    max_level: usize,
-    depth_cut: Option<usize>,
+    min_ns: u64,
     dropped_markers: u64,
     dropped_samples: u64,
     unmatched_returns: u64,
@@ -173,8 +175,7 @@ impl TimelineBuilder {
             slices: 0,
             markers: 0,
             samples: 0,
-            max_level: usize::MAX,
-            depth_cut: None,
+            min_ns: 0,
             dropped_markers: 0,
             dropped_samples: 0,
             unmatched_returns: 0,
@@ -214,48 +215,58 @@ impl TimelineBuilder {
         self.track(ev).markers.push(m);
     }
 
-    /// Frees the deepest level of every track: the slices are over budget.
-    fn cut_deepest(&mut self) {
-        let deepest = self
-            .tracks
-            .iter()
-            .map(|t| t.levels.len())
-            .max()
-            .unwrap_or(0);
-        if deepest == 0 {
-            return;
-        }
-        let level = deepest - 1;
-        for t in &mut self.tracks {
-            if t.levels.len() > level {
-                self.slices -= t.levels[level].len();
-                t.levels.truncate(level);
-                t.levels.shrink_to_fit();
-            }
-        }
-        for t in &mut self.tracks {
-            for o in &mut t.open {
-                if o.0 >= level {
-                    o.1 = u32::MAX;
+    /// The slices are over budget: drops every returned call shorter
+    /// than a threshold that doubles until they fit in three quarters of
+    /// it. A call's children are shorter than it, so a dropped call's
+    /// children are dropped too, and the calls kept still nest. Open calls
+    /// stay (their length is not known yet).
+    fn drop_short(&mut self) {
+        let target = self.limits.slices / 4 * 3;
+        while self.slices > target && self.min_ns < u64::MAX / 4 {
+            self.min_ns = (self.min_ns * 2).max(1_000);
+            let min = self.min_ns;
+            let mut kept = 0;
+            for t in &mut self.tracks {
+                // Per level, each slice's new index (None: dropped).
+                let mut maps: Vec<Vec<Option<u32>>> = Vec::with_capacity(t.levels.len());
+                for (l, v) in t.levels.iter_mut().enumerate() {
+                    let above = l.checked_sub(1).map(|k| &maps[k]);
+                    let mut map = Vec::with_capacity(v.len());
+                    let mut n = 0u32;
+                    v.retain_mut(|s| {
+                        let parent = match above {
+                            None => Some(0),
+                            Some(m) => m.get(s.parent as usize).copied().flatten(),
+                        };
+                        let keep =
+                            parent.is_some() && (s.end == u64::MAX || s.end - s.start >= min);
+                        map.push(keep.then_some(n));
+                        if keep {
+                            s.parent = parent.unwrap_or(0);
+                            n += 1;
+                        }
+                        keep
+                    });
+                    v.shrink_to_fit();
+                    kept += v.len();
+                    maps.push(map);
+                }
+                for (l, i) in &mut t.open {
+                    if let Some(Some(n)) = maps.get(*l).and_then(|m| m.get(*i as usize)) {
+                        *i = *n;
+                    }
                 }
             }
+            self.slices = kept;
         }
-        self.max_level = level;
-        self.depth_cut = Some(level);
     }
 
     pub fn event(&mut self, ev: &Event) {
         self.end_ns = self.end_ns.max(ev.time_ns);
         match &ev.kind {
             EventKind::Call { method, .. } => {
-                let max_level = self.max_level;
                 let t = self.track(ev);
                 let level = t.open.len();
-                if level >= max_level {
-                    // Not kept, but its place on the stack is.
-                    t.open.push((level, u32::MAX));
-                    return;
-                }
                 if t.levels.len() <= level {
                     t.levels.resize_with(level + 1, Vec::new);
                 }
@@ -271,34 +282,45 @@ impl TimelineBuilder {
                 });
                 t.open.push((level, idx));
                 self.slices += 1;
-                while self.slices > self.limits.slices && self.max_level > 1 {
-                    self.cut_deepest();
+                if self.slices > self.limits.slices {
+                    self.drop_short();
                 }
             }
             EventKind::Return { method, .. } => {
                 let (time, id) = (ev.time_ns, ev.id);
+                let min = self.min_ns;
+                let mut freed = 0;
                 let t = self.track(ev);
                 // The matching call is normally on top; a RETURN whose CALL
                 // was not recorded (a window move, dropped events) closes
                 // nothing.
-                let found = t.open.iter().rposition(|&(l, i)| {
-                    i == u32::MAX || t.levels[l][i as usize].method == method.0
-                });
+                let found = t
+                    .open
+                    .iter()
+                    .rposition(|&(l, i)| t.levels[l][i as usize].method == method.0);
                 match found {
                     Some(k) => {
-                        while t.open.len() > k {
-                            let (l, i) = t.open.pop().unwrap_or((0, u32::MAX));
-                            if let Some(s) = t.levels.get_mut(l).and_then(|v| v.get_mut(i as usize))
-                            {
-                                s.end = time;
-                                if t.open.len() == k {
-                                    s.ret_id = id;
-                                }
+                        while let Some((l, i)) = t.open.pop() {
+                            let v = &mut t.levels[l];
+                            let s = &mut v[i as usize];
+                            s.end = time;
+                            if t.open.len() == k {
+                                s.ret_id = id;
+                            }
+                            // Under the threshold: not kept (it is the
+                            // last of its level, its children gone before).
+                            if time - s.start < min && i as usize + 1 == v.len() {
+                                v.pop();
+                                freed += 1;
+                            }
+                            if t.open.len() == k {
+                                break;
                             }
                         }
                     }
                     None => self.unmatched_returns += 1,
                 }
+                self.slices -= freed;
             }
             EventKind::ThreadEnd => {
                 let time = ev.time_ns;
@@ -376,7 +398,7 @@ impl TimelineBuilder {
             gc: self.gc,
             syms: syms.clone(),
             end_ns: self.end_ns,
-            depth_cut: self.depth_cut,
+            min_ns: self.min_ns,
             dropped_markers: self.dropped_markers,
             dropped_samples: self.dropped_samples,
             unmatched_returns: self.unmatched_returns,
@@ -526,7 +548,7 @@ impl Timeline {
             "gc": markers_in(&self.gc, from, to, &pixel_end),
             "methods": names,
             "kinds": KIND_NAMES,
-            "depth_cut": self.depth_cut,
+            "dropped_shorter_than_ns": self.min_ns,
             "dropped_markers": self.dropped_markers,
             "dropped_samples": self.dropped_samples,
             "unmatched_returns": self.unmatched_returns,
@@ -687,7 +709,7 @@ impl Timeline {
             "tree": tree,
             "exceptions": exc.iter().map(|(c, t, k)| json!({"class": c, "thrown": t, "caught": k})).collect::<Vec<_>>(),
             "monitors": mon.iter().map(|(c, (n, tot, max))| json!({"class": c, "contentions": n, "total_wait_ns": tot, "max_wait_ns": max})).collect::<Vec<_>>(),
-            "depth_cut": self.depth_cut,
+            "dropped_shorter_than_ns": self.min_ns,
         })
     }
 }
@@ -750,7 +772,7 @@ mod tests {
                 text: t.to_string(),
             });
         }
-        for (id, name) in [(1, 1), (2, 6)] {
+        for (id, name) in [(1, 1), (2, 6), (3, 3), (4, 5)] {
             s.insert(Symbol::Method(MethodSymbol {
                 id: MethodId(id),
                 class: StringId(0),
@@ -887,7 +909,7 @@ mod tests {
     }
 
     #[test]
-    fn the_slices_over_budget_lose_their_deepest_level() {
+    fn the_slices_over_budget_lose_the_shortest_calls() {
         let tl = fixture(Limits {
             slices: 50,
             ..Limits::default()
@@ -900,10 +922,72 @@ mod tests {
             },
             &[],
         );
-        assert_eq!(v["depth_cut"], 1);
+        assert_eq!(v["dropped_shorter_than_ns"], 1000);
         let s = slices(&v);
         assert_eq!(s.len(), 1, "only run() kept: {s:?}");
         assert_eq!(s[0][..2], [0, 1000]);
+    }
+
+    /// Over budget, short calls go and long ones stay, still nested: run()
+    /// holds 20 × main() of 20 µs, each holding step() of 2 µs holding
+    /// x.Err() of 100 ns, and 3 × 200 ns step() calls after each main().
+    #[test]
+    fn dropping_short_calls_keeps_the_long_ones_nested() {
+        let mut b = TimelineBuilder::new(Limits {
+            slices: 60,
+            ..Limits::default()
+        });
+        let mut id = 0;
+        let mut ev = |e: fn(u64, u64, u32) -> Event, t: u64, m: u32, b: &mut TimelineBuilder| {
+            id += 1;
+            b.event(&e(id, t, m));
+        };
+        ev(call, 0, 1, &mut b);
+        for k in 0..20u64 {
+            let t = k * 40_000;
+            ev(call, t + 1_000, 3, &mut b);
+            ev(call, t + 2_000, 2, &mut b);
+            ev(call, t + 2_500, 4, &mut b);
+            ev(ret, t + 2_600, 4, &mut b);
+            ev(ret, t + 4_000, 2, &mut b);
+            ev(ret, t + 21_000, 3, &mut b);
+            for j in 0..3 {
+                ev(call, t + 22_000 + j * 1_000, 2, &mut b);
+                ev(ret, t + 22_200 + j * 1_000, 2, &mut b);
+            }
+        }
+        ev(ret, 800_000, 1, &mut b);
+        let tl = b.finish(&syms());
+        let v = tl.query(
+            View {
+                from: 0,
+                to: 800_001,
+                px: 8000,
+            },
+            &[],
+        );
+        assert_eq!(v["dropped_shorter_than_ns"], 1000);
+        let s = slices(&v);
+        let at = |l: u64| s.iter().filter(|x| x[2] == l).count();
+        assert_eq!((at(0), at(1), at(2), at(3)), (1, 20, 20, 0), "{s:?}");
+        let t = tl.tree(0, 800_001, &[]);
+        let run = &t["tree"]["children"][0]["children"][0];
+        assert_eq!(run["name"], "shop.A.run");
+        let main = &run["children"][0];
+        assert_eq!(
+            (main["calls"].as_u64(), main["total_ns"].as_u64()),
+            (Some(20), Some(400_000))
+        );
+        let step = &main["children"][0];
+        assert_eq!(
+            (step["calls"].as_u64(), step["total_ns"].as_u64()),
+            (Some(20), Some(40_000))
+        );
+        assert_eq!(
+            run["children"].as_array().unwrap().len(),
+            1,
+            "the short step() calls are gone"
+        );
     }
 
     #[test]
