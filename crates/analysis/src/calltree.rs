@@ -40,8 +40,10 @@
 
 use std::collections::HashMap;
 
+use serde::Serialize;
 use vmview_format::{
-    Event, EventKind, MethodId, Metrics, Monitor, SymbolTable, ThreadRef, DEFAULT_MAX_DEPTH,
+    truncated_label, Event, EventKind, MethodId, Metrics, Monitor, SymbolTable, ThreadRef,
+    DEFAULT_MAX_DEPTH,
 };
 
 use crate::EventSink;
@@ -252,6 +254,134 @@ impl CallTree {
             s.records += n.records;
         }
         self.nodes[0].stats = s;
+    }
+}
+
+/// A method as reports name it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MethodName {
+    pub class: String,
+    pub method: String,
+    pub sig: String,
+}
+
+/// One node of a call tree as reports show it, with its children: the
+/// schema of `vmview calltree --format json` and of the browser view's
+/// call tree and flame graph. Keys are a contract: add, never rename.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeReport {
+    /// `root`, `method`, `monitor` or `truncated`.
+    pub kind: &'static str,
+    /// `Class.method`, `[monitor CLASS@hash]` or `[truncated N frames]`;
+    /// absent on the root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<MethodName>,
+    /// A monitor placeholder's `CLASS@hash`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<String>,
+    /// A truncated node's most frames cut.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frames: Option<u32>,
+    pub calls: u64,
+    pub wall_incl_ns: u64,
+    pub wall_excl_ns: u64,
+    pub records: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comp_incl_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comp_excl_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_incl_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_excl_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alloc_incl_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alloc_excl_bytes: Option<u64>,
+    pub children: Vec<NodeReport>,
+}
+
+/// What [`CallTree::report`] includes and how it names things.
+pub struct ReportOptions<'a> {
+    pub syms: &'a SymbolTable,
+    /// `CLASS@hash` of a monitor.
+    pub monitor_name: &'a dyn Fn(&Monitor) -> String,
+    /// The fields present only when the trace has them.
+    pub compensated: bool,
+    pub cpu: bool,
+    pub alloc: bool,
+    /// The children of a node to include, in order.
+    pub visible: &'a dyn Fn(&CallTree, u32) -> Vec<u32>,
+}
+
+impl CallTree {
+    /// Node `n` and the subtree below it as a report. The recursion is
+    /// bounded by the tree's depth cap.
+    pub fn report(&self, n: u32, o: &ReportOptions) -> NodeReport {
+        let node = self.node(n);
+        let s = &node.stats;
+        let mut r = NodeReport {
+            kind: "root",
+            name: None,
+            method: None,
+            monitor: None,
+            frames: None,
+            calls: s.calls,
+            wall_incl_ns: s.wall_incl_ns,
+            wall_excl_ns: s.wall_excl_ns,
+            records: s.records,
+            comp_incl_ns: o.compensated.then_some(s.comp_incl_ns),
+            comp_excl_ns: o.compensated.then_some(s.comp_excl_ns),
+            cpu_incl_ns: o.cpu.then_some(s.cpu_incl_ns),
+            cpu_excl_ns: o.cpu.then_some(s.cpu_excl_ns),
+            alloc_incl_bytes: o.alloc.then_some(s.alloc_incl),
+            alloc_excl_bytes: o.alloc.then_some(s.alloc_excl),
+            children: Vec::new(),
+        };
+        match node.key {
+            NodeKey::Root => {}
+            NodeKey::Method(m) => {
+                let (class, method, sig) = match o.syms.method(m) {
+                    Some(ms) => (
+                        o.syms.string(ms.class),
+                        o.syms.string(ms.name),
+                        o.syms.string(ms.sig),
+                    ),
+                    None => ("?", "?", "?"),
+                };
+                r.kind = "method";
+                r.name = Some(format!("{class}.{method}"));
+                r.method = Some(MethodName {
+                    class: class.to_string(),
+                    method: method.to_string(),
+                    sig: sig.to_string(),
+                });
+            }
+            NodeKey::Monitor(m) => {
+                let name = (o.monitor_name)(&m);
+                r.kind = "monitor";
+                r.name = Some(format!("[monitor {name}]"));
+                r.monitor = Some(name);
+            }
+            NodeKey::Truncated => {
+                r.kind = "truncated";
+                r.name = Some(truncated_label(node.truncated));
+                r.frames = Some(node.truncated);
+            }
+        }
+        r.children = (o.visible)(self, n)
+            .into_iter()
+            .map(|c| self.report(c, o))
+            .collect();
+        r
+    }
+
+    /// The figures of node `i`, to fill a tree built by hand (the browser
+    /// view's tree of a time range).
+    pub fn stats_mut(&mut self, i: u32) -> &mut NodeStats {
+        &mut self.nodes[i as usize].stats
     }
 }
 

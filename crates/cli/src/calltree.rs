@@ -17,7 +17,9 @@ use std::process::ExitCode;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value as Json};
-use vmview_analysis::calltree::{CallTree, CallTreeBuilder, CallTrees, Node, NodeKey, NodeStats};
+use vmview_analysis::calltree::{
+    CallTree, CallTreeBuilder, CallTrees, Node, NodeKey, NodeStats, ReportOptions,
+};
 use vmview_analysis::EventSink;
 use vmview_export::names::{monitor_name, MethodNames};
 use vmview_format::{truncated_label, SymbolTable};
@@ -361,6 +363,7 @@ fn render_text(
     o
 }
 
+/// Node `n` and its visible subtree, in the analysis' report schema.
 fn node_json(
     args: &CalltreeArgs,
     tree: &CallTree,
@@ -369,61 +372,19 @@ fn node_json(
     trees: &CallTrees,
     syms: &SymbolTable,
 ) -> Json {
-    let node = tree.node(n);
-    let s = &node.stats;
-    let (kind, name) = match node.key {
-        NodeKey::Root => ("root", Json::Null),
-        NodeKey::Method(m) => {
-            let names = MethodNames::resolve(syms, m);
-            (
-                "method",
-                json!({"class": names.class, "method": names.name, "sig": names.sig}),
-            )
-        }
-        NodeKey::Monitor(m) => ("monitor", Json::String(monitor_name(syms, &m))),
-        NodeKey::Truncated => ("truncated", json!(node.truncated)),
-    };
-    let mut o = json!({
-        "kind": kind,
-        "calls": s.calls,
-        "wall_incl_ns": s.wall_incl_ns,
-        "wall_excl_ns": s.wall_excl_ns,
-        "records": s.records,
-    });
-    let obj = o.as_object_mut().expect("object");
-    match node.key {
-        NodeKey::Method(_) => {
-            obj.insert("name".into(), Json::String(node_name(node, syms)));
-            obj.insert("method".into(), name);
-        }
-        NodeKey::Monitor(_) => {
-            obj.insert("name".into(), Json::String(node_name(node, syms)));
-            obj.insert("monitor".into(), name);
-        }
-        NodeKey::Truncated => {
-            obj.insert("name".into(), Json::String(node_name(node, syms)));
-            obj.insert("frames".into(), name);
-        }
-        NodeKey::Root => {}
-    }
-    if trees.calibration.is_some() {
-        obj.insert("comp_incl_ns".into(), json!(s.comp_incl_ns));
-        obj.insert("comp_excl_ns".into(), json!(s.comp_excl_ns));
-    }
-    if trees.has_cpu {
-        obj.insert("cpu_incl_ns".into(), json!(s.cpu_incl_ns));
-        obj.insert("cpu_excl_ns".into(), json!(s.cpu_excl_ns));
-    }
-    if trees.has_alloc {
-        obj.insert("alloc_incl_bytes".into(), json!(s.alloc_incl));
-        obj.insert("alloc_excl_bytes".into(), json!(s.alloc_excl));
-    }
-    let children: Vec<Json> = visible(args, tree, n, total)
-        .into_iter()
-        .map(|c| node_json(args, tree, c, total, trees, syms))
-        .collect();
-    obj.insert("children".into(), Json::Array(children));
-    o
+    let visible = |t: &CallTree, c: u32| visible(args, t, c, total);
+    let report = tree.report(
+        n,
+        &ReportOptions {
+            syms,
+            monitor_name: &|m| monitor_name(syms, m),
+            compensated: trees.calibration.is_some(),
+            cpu: trees.has_cpu,
+            alloc: trees.has_alloc,
+            visible: &visible,
+        },
+    );
+    serde_json::to_value(report).unwrap_or(Json::Null)
 }
 
 fn render_json(
