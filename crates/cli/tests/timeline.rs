@@ -222,12 +222,12 @@ fn serve_timeline_summarises_per_pixel_and_trees_a_range() {
     assert_eq!(steps[1][6], 4);
     // The tree of 2.0–4.0 ms: steps 1 and 2 whole; beta's read() whole.
     let t = get(a, "/api/tree?from=2000000&to=4000000");
-    let alpha = &t["tree"]["children"][0];
-    assert_eq!(alpha["name"], "alpha");
-    let step = &alpha["children"][0]["children"][0];
+    let alpha = &t["calltree"]["threads"][0];
+    assert_eq!(alpha["thread"], "alpha");
+    let step = &alpha["tree"]["children"][0]["children"][0];
     assert_eq!(step["name"], "demo.inner.Work.step");
     assert_eq!(step["calls"], 2);
-    assert_eq!(step["total_ns"], MS);
+    assert_eq!(step["wall_incl_ns"], MS);
     assert_eq!(t["monitors"][0]["contentions"], 1);
     // Events by id, for the hover.
     let e = get(a, "/api/byid?ids=3,2");
@@ -337,4 +337,51 @@ fn browser_timeline_draws_zooms_opens_and_restricts_the_flame_graph() {
             "{name}: no element from the trace's markup"
         );
     }
+}
+
+/// The browser view's call trees and `vmview calltree --format json`
+/// serialize the same analysis struct (issue #19: the view built its own
+/// JSON, with other keys, and the two could drift apart); the tree of a
+/// range that covers the whole trace has the same calls and times.
+#[test]
+fn view_calltree_uses_the_schema_of_calltree_json() {
+    let trace = scratch("timeline-schema").join("tl.vmv");
+    timeline_trace(&trace);
+    let out = run(&["calltree", path_str(&trace), "--format", "json"]);
+    assert!(out.status.success());
+    let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let served = serve(&trace);
+    let a = served.addr.as_str();
+    let mut views = Value::Null;
+    for _ in 0..600 {
+        let (status, _, body) = http(a, "GET", "/api/views", Some(a));
+        if status == 200 {
+            views = serde_json::from_slice(&body).unwrap();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(views["calltree"]["threads"], cli["threads"], "{views}");
+    let t = loop {
+        let (status, _, body) = http(a, "GET", "/api/tree?from=0&to=10000000", Some(a));
+        if status == 200 {
+            break serde_json::from_slice::<Value>(&body).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    // Calls and wall times agree; only `records` is not counted in a range.
+    fn strip(v: &mut Value) {
+        if let Some(o) = v.as_object_mut() {
+            o.remove("records");
+            for c in o.values_mut() {
+                strip(c);
+            }
+        } else if let Some(a) = v.as_array_mut() {
+            a.iter_mut().for_each(strip);
+        }
+    }
+    let (mut range, mut whole) = (t["calltree"]["threads"].clone(), cli["threads"].clone());
+    strip(&mut range);
+    strip(&mut whole);
+    assert_eq!(range, whole);
 }

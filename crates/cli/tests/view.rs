@@ -268,8 +268,8 @@ fn serve_api_answers_like_show_and_search() {
         .iter()
         .any(|t| t["name"].as_str().unwrap().contains("onerror")));
     assert!(
-        views["calltree"]["children"].as_array().unwrap().len() >= 2,
-        "one subtree per thread"
+        views["calltree"]["threads"].as_array().unwrap().len() >= 2,
+        "one tree per thread"
     );
     assert!(views["reactions"].is_null());
 

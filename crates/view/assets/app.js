@@ -922,12 +922,15 @@
         if (kind === 2) { const x = mon.get(e.monitor) || { class: String(e.monitor).replace(/@.*/, ''), contentions: 0, total_wait_ns: 0, max_wait_ns: 0 }; x.contentions++; x.total_wait_ns += e.wait_ns || 0; x.max_wait_ns = Math.max(x.max_wait_ns, e.wait_ns || 0); mon.set(e.monitor, x); }
       }
     }
-    const out = (n) => {
-      const kids = [...n.kids.values()].sort((a, b) => b.total_ns - a.total_ns || b.calls - a.calls).map(out);
-      const sum = kids.reduce((a, k) => a + k.total_ns, 0);
-      return { name: n.name, total_ns: n.total_ns, self_ns: Math.max(0, n.total_ns - sum), calls: n.calls, children: kids };
+    const out = (n, kind) => {
+      const kids = [...n.kids.values()].sort((a, b) => b.total_ns - a.total_ns).map((k) => out(k, 'method'));
+      const sum = kids.reduce((a, k) => a + k.wall_incl_ns, 0);
+      const r = { kind, calls: n.calls, wall_incl_ns: kind === 'root' ? sum : n.total_ns, wall_excl_ns: kind === 'root' ? 0 : Math.max(0, n.total_ns - sum), records: 0, children: kids };
+      if (kind !== 'root') r.name = n.name;
+      return r;
     };
-    return { from, to, tree: out(root), exceptions: [...exc.values()].sort((a, b) => b.thrown - a.thrown),
+    const threads = [...root.kids.values()].map((tn) => ({ thread: tn.name, tree: out(tn, 'root') }));
+    return { from, to, calltree: { threads, unmatched_returns: 0 }, exceptions: [...exc.values()].sort((a, b) => b.thrown - a.thrown),
       monitors: [...mon.values()].sort((a, b) => b.total_wait_ns - a.total_wait_ns), dropped_shorter_than_ns: tl ? tl.dropped_shorter_than_ns : 0 };
   }
 
@@ -1729,9 +1732,18 @@
       await new Promise((res) => setTimeout(res, 400));
     }
   }
+  // The call trees of `vmview calltree --format json` (one per thread)
+  // as one tree for the page: all threads → thread → calls.
+  function fromReport(n, name) {
+    return { name: name !== undefined ? name : n.name, total_ns: n.wall_incl_ns, self_ns: n.wall_excl_ns, calls: n.calls,
+      children: n.children.map((c) => fromReport(c)) };
+  }
+  function oneTree(ct) {
+    const kids = ct.threads.map((t) => fromReport(t.tree, t.thread)).sort((a, b) => b.total_ns - a.total_ns);
+    return { name: 'all threads', total_ns: kids.reduce((a, k) => a + k.total_ns, 0), self_ns: 0, calls: 0, children: kids };
+  }
   async function treeForViews() {
-    if (state.range) return (await rangeTree()).tree;
-    return (await views()).calltree;
+    return oneTree(state.range ? (await rangeTree()).calltree : (await views()).calltree);
   }
   function rangeHint(box) {
     if (!state.range) return;

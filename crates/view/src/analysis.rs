@@ -14,10 +14,10 @@ use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value as Json};
+use vmview_analysis::calltree::{CallTree, CallTreeBuilder, CallTrees, ReportOptions};
 use vmview_analysis::reactions::{MethodRef, Reactions};
 use vmview_analysis::{EventSink, ReactionConfig, ReactionTrie, StatsBuilder};
-use vmview_export::collapsed::CallTree;
-use vmview_export::names::{loc_display, MethodNames};
+use vmview_export::names::{loc_display, monitor_name, MethodNames};
 use vmview_export::{CollapseOptions, EventWriter, FlameGraphWriter, Weight};
 use vmview_format::{Event, EventKind, MethodId, SymbolTable};
 
@@ -34,8 +34,8 @@ const MAX_TRIE_NODES: usize = 5_000;
 /// of the views and the flame-graph SVG.
 pub struct TraceAnalysis {
     stats: StatsBuilder,
-    /// Self time and calls per calling context (one tree holds both).
-    tree: CallTree,
+    /// Each thread's call tree, as `vmview calltree` builds it.
+    calltree: CallTreeBuilder,
     flame: FlameGraphWriter<SharedBuf>,
     svg: SharedBuf,
     sites: HashMap<(String, String, Option<String>), Site>,
@@ -73,7 +73,7 @@ impl TraceAnalysis {
             flame: FlameGraphWriter::new(svg.clone(), opts(Weight::SelfTime), title),
             svg,
             stats: StatsBuilder::new(),
-            tree: CallTree::new(opts(Weight::SelfTime)),
+            calltree: CallTreeBuilder::new(),
             sites: HashMap::new(),
             sites_dropped: 0,
             threads: HashMap::new(),
@@ -91,7 +91,7 @@ impl TraceAnalysis {
     pub fn event(&mut self, ev: &Event, syms: &SymbolTable) {
         self.stats.event(ev, syms);
         self.reactions.event(ev, syms);
-        self.tree.add(ev, syms);
+        self.calltree.event(ev, syms);
         let _ = self.flame.write_event(ev, syms);
         let bucket = ((u128::from(ev.time_ns) * TIMELINE_BUCKETS as u128
             / u128::from(self.duration_ns)) as usize)
@@ -190,8 +190,7 @@ impl TraceAnalysis {
             })
             .collect();
 
-        self.tree.close_open_calls();
-        let tree = call_tree_json(&self.tree);
+        let tree = call_trees_json(&self.calltree.finish(), syms).map_err(io::Error::other)?;
 
         let to_json = |v: serde_json::Result<Json>| v.map_err(io::Error::other);
         let methods = to_json(serde_json::to_value(
@@ -276,69 +275,34 @@ impl Write for SharedBuf {
     }
 }
 
-/// A node of the merged call tree sent to the page.
-struct TreeNode {
-    total_ns: u64,
-    /// Calls in the subtree: a node with neither time nor calls below it
-    /// is not sent.
-    total_calls: u64,
-    children: Vec<u32>,
-}
-
-/// The call tree (self time and calls per path, thread frames first) as
-/// nested JSON with inclusive and self time, heaviest children first,
-/// pruned to [`MAX_TREE_NODES`]. Read from the tree's nodes directly: the
-/// tree is already cut at the depth cap, and nothing here costs more than
-/// the number of nodes (going through folded lines cost depth × depth).
-fn call_tree_json(tree: &CallTree) -> Json {
-    let mut nodes: Vec<TreeNode> = (0..tree.len())
-        .map(|i| {
-            let n = tree.node(i);
-            TreeNode {
-                total_ns: if i == 0 { 0 } else { n.self_ns },
-                total_calls: if i == 0 { 0 } else { n.calls },
-                children: Vec::new(),
-            }
+/// Each thread's call tree, heaviest children first, at most
+/// [`MAX_TREE_NODES`] nodes in all: `{"threads": [{"thread", "tree"}],
+/// "unmatched_returns"}`, the trees in the schema of `vmview calltree
+/// --format json` (the analysis' [`vmview_analysis::calltree::NodeReport`]).
+pub fn call_trees_json(trees: &CallTrees, syms: &SymbolTable) -> serde_json::Result<Json> {
+    let budget = std::cell::Cell::new(MAX_TREE_NODES);
+    let visible = |t: &CallTree, n: u32| -> Vec<u32> {
+        let mut kids = t.node(n).children.clone();
+        kids.sort_by_key(|&c| std::cmp::Reverse(t.node(c).stats.wall_incl_ns));
+        let take = kids.len().min(budget.get());
+        budget.set(budget.get() - take);
+        kids.truncate(take);
+        kids
+    };
+    let opts = ReportOptions {
+        syms,
+        monitor_name: &|m| monitor_name(syms, m),
+        compensated: false,
+        cpu: trees.has_cpu,
+        alloc: trees.has_alloc,
+        visible: &visible,
+    };
+    let threads = trees
+        .threads
+        .iter()
+        .map(|th| {
+            Ok(json!({"thread": th.name, "tree": serde_json::to_value(th.merged().report(CallTree::ROOT, &opts))?}))
         })
-        .collect();
-    // Children come after their parent: one backward pass sums subtrees.
-    for i in (1..nodes.len()).rev() {
-        let p = tree.node(i).parent as usize;
-        let (t, c) = (nodes[i].total_ns, nodes[i].total_calls);
-        nodes[p].total_ns += t;
-        nodes[p].total_calls += c;
-        if t > 0 || c > 0 {
-            nodes[p].children.push(i as u32);
-        }
-    }
-    let mut budget = MAX_TREE_NODES;
-    // Depth is bounded by the tree's depth cap, so recursion is safe here.
-    fn emit(tree: &CallTree, nodes: &[TreeNode], i: usize, budget: &mut usize) -> Json {
-        let n = &nodes[i];
-        let info = tree.node(i);
-        let mut kids = n.children.clone();
-        kids.sort_by(|&a, &b| {
-            let (na, nb) = (&nodes[a as usize], &nodes[b as usize]);
-            nb.total_ns.cmp(&na.total_ns).then(
-                tree.node(b as usize)
-                    .calls
-                    .cmp(&tree.node(a as usize).calls),
-            )
-        });
-        let mut children = Vec::new();
-        for k in kids {
-            if *budget == 0 {
-                break;
-            }
-            *budget -= 1;
-            children.push(emit(tree, nodes, k as usize, budget));
-        }
-        let (name, self_ns, calls) = if i == 0 {
-            ("all threads".into(), 0, 0)
-        } else {
-            (tree.label(i).into_owned(), info.self_ns, info.calls)
-        };
-        json!({"name": name, "total_ns": n.total_ns, "self_ns": self_ns, "calls": calls, "children": children})
-    }
-    emit(tree, &nodes, 0, &mut budget)
+        .collect::<serde_json::Result<Vec<Json>>>()?;
+    Ok(json!({"threads": threads, "unmatched_returns": trees.unmatched_returns}))
 }

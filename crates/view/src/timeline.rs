@@ -20,16 +20,18 @@
 //! Samples and markers have budgets of their own and count what they drop.
 //!
 //! The call tree of a time range ([`Timeline::tree`]) is aggregated from
-//! the same slices (time clipped to the range), in the schema of the
-//! whole trace's call tree (`name`, `total_ns`, `self_ns`, `calls`,
-//! `children`), so the page draws both with one flame-graph code.
+//! the same slices (time clipped to the range) into the analysis crate's
+//! call tree, and sent in the schema of the whole trace's (that of
+//! `vmview calltree --format json`), so the page draws both with one
+//! flame-graph code.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use serde_json::{json, Value as Json};
-use vmview_export::names::MethodNames;
-use vmview_format::{Event, EventKind, FormatError, SymbolTable, TraceReader};
+use vmview_analysis::calltree::{CallTree, NodeKey, ReportOptions};
+use vmview_export::names::{monitor_name, MethodNames};
+use vmview_format::{Event, EventKind, FormatError, MethodId, StringId, SymbolTable, TraceReader};
 
 /// The index's memory budget, in items.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -561,39 +563,36 @@ impl Timeline {
     }
 
     /// The call tree of the calls in `from..to` (times clipped to the
-    /// range): root → thread → calls, heaviest children first, at most
-    /// [`MAX_TREE_NODES`] nodes. Also the range's exceptions by class and
+    /// range), one per thread, heaviest children first, at most
+    /// [`MAX_TREE_NODES`] nodes in all; `records` are not counted. Also the range's exceptions by class and
     /// contended monitors, from the markers.
     pub fn tree(&self, from: u64, to: u64, threads: &[u32]) -> Json {
         let to = to.max(from + 1);
-        // Nodes: (parent, method) → index; 0 is the root.
-        struct N {
-            name: Json,
-            total: u64,
-            calls: u64,
-            children: Vec<u32>,
-        }
-        let mut nodes = vec![N {
-            name: json!("all threads"),
-            total: 0,
-            calls: 0,
-            children: Vec::new(),
-        }];
-        let mut index: HashMap<(u32, u32), u32> = HashMap::new();
         let mut exceptions: HashMap<u32, (u64, u64)> = HashMap::new();
         let mut monitors: HashMap<u32, (u64, u64, u64)> = HashMap::new();
+        let mut out = Vec::new();
+        let budget = std::cell::Cell::new(MAX_TREE_NODES);
+        let visible = |t: &CallTree, n: u32| -> Vec<u32> {
+            let mut kids = t.node(n).children.clone();
+            kids.sort_by_key(|&c| std::cmp::Reverse(t.node(c).stats.wall_incl_ns));
+            let take = kids.len().min(budget.get());
+            budget.set(budget.get() - take);
+            kids.truncate(take);
+            kids
+        };
+        let opts = ReportOptions {
+            syms: &self.syms,
+            monitor_name: &|m| monitor_name(&self.syms, m),
+            compensated: false,
+            cpu: false,
+            alloc: false,
+            visible: &visible,
+        };
         for t in &self.tracks {
             if !threads.is_empty() && !threads.contains(&t.thread) {
                 continue;
             }
-            let tn = nodes.len() as u32;
-            nodes.push(N {
-                name: json!(t.name),
-                total: 0,
-                calls: 0,
-                children: Vec::new(),
-            });
-            let mut thread_used = false;
+            let mut ct = CallTree::new();
             // The node of each in-range slice of the level above: (first
             // index, nodes).
             let mut above: (usize, Vec<u32>) = (0, Vec::new());
@@ -603,42 +602,45 @@ impl Timeline {
                 let mut here = Vec::with_capacity(b - a);
                 for s in &v[a..b] {
                     let parent = if level == 0 {
-                        tn
+                        CallTree::ROOT
                     } else {
-                        match above.1.get((s.parent as usize).wrapping_sub(above.0)) {
-                            Some(&p) => p,
-                            None => tn,
-                        }
+                        above
+                            .1
+                            .get((s.parent as usize).wrapping_sub(above.0))
+                            .copied()
+                            .unwrap_or(CallTree::ROOT)
                     };
-                    let n = *index.entry((parent, s.method)).or_insert_with(|| {
-                        let k = nodes.len() as u32;
-                        nodes.push(N {
-                            name: self.method_json(s.method),
-                            total: 0,
-                            calls: 0,
-                            children: Vec::new(),
-                        });
-                        nodes[parent as usize].children.push(k);
-                        k
-                    });
-                    let w = s.end.min(to).saturating_sub(s.start.max(from));
-                    nodes[n as usize].total += w;
+                    let n = ct.child(parent, NodeKey::Method(MethodId(s.method)));
+                    let st = ct.stats_mut(n);
+                    st.wall_incl_ns += s.end.min(to).saturating_sub(s.start.max(from));
                     if s.start >= from {
-                        nodes[n as usize].calls += 1;
+                        st.calls += 1;
                     }
-                    if level == 0 {
-                        nodes[tn as usize].total += w;
-                    }
-                    thread_used = true;
                     here.push(n);
                 }
                 above = (a, here);
             }
-            if thread_used {
-                nodes[0].children.push(tn);
-                let w = nodes[tn as usize].total;
-                nodes[0].total += w;
+            if ct.is_empty() {
+                continue;
             }
+            // Exclusive time: inclusive less the children's.
+            for i in 0..ct.len() as u32 {
+                let kids: u64 = ct
+                    .node(i)
+                    .children
+                    .iter()
+                    .map(|&c| ct.node(c).stats.wall_incl_ns)
+                    .sum();
+                let st = ct.stats_mut(i);
+                if i == CallTree::ROOT {
+                    st.wall_incl_ns = kids;
+                } else {
+                    st.wall_excl_ns = st.wall_incl_ns.saturating_sub(kids);
+                }
+            }
+            let report =
+                serde_json::to_value(ct.report(CallTree::ROOT, &opts)).unwrap_or(Json::Null);
+            out.push(json!({"thread": t.name, "tree": report}));
             let a = t.markers.partition_point(|m| m.time < from);
             for m in t.markers[a..].iter().take_while(|m| m.time < to) {
                 match m.kind {
@@ -654,59 +656,22 @@ impl Timeline {
                 }
             }
         }
-        let mut budget = MAX_TREE_NODES;
-        fn emit(nodes: &[N], i: u32, budget: &mut usize) -> Json {
-            let n = &nodes[i as usize];
-            let mut kids = n.children.clone();
-            kids.sort_by(|&a, &b| {
-                let (x, y) = (&nodes[a as usize], &nodes[b as usize]);
-                y.total
-                    .cmp(&x.total)
-                    .then(y.calls.cmp(&x.calls))
-                    .then(a.cmp(&b))
-            });
-            let child_total: u64 = kids.iter().map(|&k| nodes[k as usize].total).sum();
-            let mut children = Vec::new();
-            for k in kids {
-                if *budget == 0 {
-                    break;
-                }
-                *budget -= 1;
-                children.push(emit(nodes, k, budget));
-            }
-            let name = match &n.name {
-                Json::Array(p) => Json::String(format!(
-                    "{}.{}",
-                    p[0].as_str().unwrap_or("?"),
-                    p[1].as_str().unwrap_or("?")
-                )),
-                other => other.clone(),
-            };
-            json!({"name": name, "total_ns": n.total, "self_ns": n.total.saturating_sub(child_total),
-                   "calls": n.calls, "children": children})
-        }
-        // The recursion is bounded by MAX_TREE_DEPTH.
-        let tree = emit(&nodes, 0, &mut budget);
         let mut exc: Vec<_> = exceptions
             .into_iter()
             .map(|(k, (thrown, caught))| {
-                (
-                    self.syms.string(vmview_format::StringId(k)).to_string(),
-                    thrown,
-                    caught,
-                )
+                (self.syms.string(StringId(k)).to_string(), thrown, caught)
             })
             .collect();
         exc.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let mut mon: Vec<_> = monitors
             .into_iter()
-            .map(|(k, v)| (self.syms.string(vmview_format::StringId(k)).to_string(), v))
+            .map(|(k, v)| (self.syms.string(StringId(k)).to_string(), v))
             .collect();
         mon.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(&b.0)));
         json!({
             "from": from,
             "to": to,
-            "tree": tree,
+            "calltree": {"threads": out, "unmatched_returns": self.unmatched_returns},
             "exceptions": exc.iter().map(|(c, t, k)| json!({"class": c, "thrown": t, "caught": k})).collect::<Vec<_>>(),
             "monitors": mon.iter().map(|(c, (n, tot, max))| json!({"class": c, "contentions": n, "total_wait_ns": tot, "max_wait_ns": max})).collect::<Vec<_>>(),
             "dropped_shorter_than_ns": self.min_ns,
@@ -971,16 +936,16 @@ mod tests {
         let at = |l: u64| s.iter().filter(|x| x[2] == l).count();
         assert_eq!((at(0), at(1), at(2), at(3)), (1, 20, 20, 0), "{s:?}");
         let t = tl.tree(0, 800_001, &[]);
-        let run = &t["tree"]["children"][0]["children"][0];
+        let run = &t["calltree"]["threads"][0]["tree"]["children"][0];
         assert_eq!(run["name"], "shop.A.run");
         let main = &run["children"][0];
         assert_eq!(
-            (main["calls"].as_u64(), main["total_ns"].as_u64()),
+            (main["calls"].as_u64(), main["wall_incl_ns"].as_u64()),
             (Some(20), Some(400_000))
         );
         let step = &main["children"][0];
         assert_eq!(
-            (step["calls"].as_u64(), step["total_ns"].as_u64()),
+            (step["calls"].as_u64(), step["wall_incl_ns"].as_u64()),
             (Some(20), Some(40_000))
         );
         assert_eq!(
@@ -994,20 +959,21 @@ mod tests {
     fn a_range_tree_clips_time_to_the_range() {
         let tl = fixture(Limits::default());
         let t = tl.tree(0, 1000, &[]);
-        let run = &t["tree"]["children"][0]["children"][0];
+        let run = &t["calltree"]["threads"][0]["tree"]["children"][0];
         assert_eq!(run["name"], "shop.A.run");
-        assert_eq!(run["total_ns"], 1000);
+        assert_eq!(run["method"]["sig"], "()V");
+        assert_eq!(run["wall_incl_ns"], 1000);
         assert_eq!(run["children"][0]["calls"], 100);
-        assert_eq!(run["children"][0]["total_ns"], 500);
-        assert_eq!(run["self_ns"], 500);
+        assert_eq!(run["children"][0]["wall_incl_ns"], 500);
+        assert_eq!(run["wall_excl_ns"], 500);
         assert_eq!(t["exceptions"][0]["class"], "x.Err");
         // 103..203: step() calls at 111..191 whole (9 × 5), 101's last 3 ns
         // and 201's first 2 ns.
         let t = tl.tree(103, 203, &[]);
-        let run = &t["tree"]["children"][0]["children"][0];
-        assert_eq!(run["total_ns"], 100);
+        let run = &t["calltree"]["threads"][0]["tree"]["children"][0];
+        assert_eq!(run["wall_incl_ns"], 100);
         assert_eq!(run["calls"], 0, "run() started before the range");
-        assert_eq!(run["children"][0]["total_ns"], 9 * 5 + 3 + 2);
+        assert_eq!(run["children"][0]["wall_incl_ns"], 9 * 5 + 3 + 2);
         assert_eq!(run["children"][0]["calls"], 10);
         assert_eq!(t["exceptions"].as_array().unwrap().len(), 0);
     }
