@@ -225,6 +225,247 @@ pub struct LengthStats {
     pub mean: f64,
 }
 
+/// A float as the JSON reports write it: a number, or `"NaN"`,
+/// `"Infinity"`, `"-Infinity"` (JSON has no such numbers).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JsonFloat(pub f64);
+
+impl serde::Serialize for JsonFloat {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let x = self.0;
+        if x.is_finite() {
+            s.serialize_f64(x)
+        } else if x.is_nan() {
+            s.serialize_str("NaN")
+        } else if x > 0.0 {
+            s.serialize_str("Infinity")
+        } else {
+            s.serialize_str("-Infinity")
+        }
+    }
+}
+
+/// A number of a report: integers exact.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum NumberReport {
+    Int(i64),
+    Float(JsonFloat),
+}
+
+impl From<Number> for NumberReport {
+    fn from(n: Number) -> Self {
+        match n {
+            Number::Int(i) => NumberReport::Int(i),
+            Number::Float(f) => NumberReport::Float(JsonFloat(f)),
+        }
+    }
+}
+
+/// A value of a report, as `vmview show --format jsonl` encodes one:
+/// booleans, numbers, and text for chars, Strings, arrays and objects.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum ValueReport {
+    Boolean(bool),
+    Integer(i64),
+    Float(JsonFloat),
+    Text(String),
+}
+
+/// A [`DataflowProfile`] as reports show it: the schema of `vmview
+/// dataflow --format json` (its `methods`). Keys are a contract: add,
+/// never rename.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct MethodReport {
+    pub class: String,
+    pub method: String,
+    pub sig: String,
+    pub calls: u64,
+    pub returns: u64,
+    pub exceptional_returns: u64,
+    pub params: Vec<ParamReport>,
+    #[serde(rename = "return")]
+    pub returned: Option<ProfileReport>,
+    pub exceptions: Vec<ClassCount>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ClassCount {
+    pub class: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TypeCount {
+    #[serde(rename = "type")]
+    pub ty: String,
+    pub count: u64,
+}
+
+/// A parameter's profile, with its name and declared type.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ParamReport {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    #[serde(flatten)]
+    pub values: ProfileReport,
+}
+
+/// A [`ValueProfile`] as reports show it; `type` is the declared type.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ProfileReport {
+    /// The declared type, on a return value's profile (a parameter's is
+    /// in its [`ParamReport`]).
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub ty: Option<String>,
+    pub count: u64,
+    pub nulls: u64,
+    pub unavailable: u64,
+    pub types: Vec<TypeCount>,
+    pub other_types: u64,
+    pub distinct: u64,
+    pub distinct_exact: bool,
+    pub top: Vec<TopReport>,
+    pub other: u64,
+    pub numbers: Option<NumbersReport>,
+    pub lengths: Option<LengthsReport>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TopReport {
+    pub value: ValueReport,
+    pub count: u64,
+    pub count_error: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct NumbersReport {
+    pub count: u64,
+    pub nan: u64,
+    pub min: NumberReport,
+    pub max: NumberReport,
+    pub mean: JsonFloat,
+    pub p50: NumberReport,
+    pub p90: NumberReport,
+    pub p99: NumberReport,
+    pub percentiles_exact: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LengthsReport {
+    pub count: u64,
+    pub min: u64,
+    pub max: u64,
+    pub mean: JsonFloat,
+}
+
+/// How a report names what the analysis keeps raw: the declared types of
+/// a descriptor (parameters, return), and the text of a String, array or
+/// object value.
+pub struct ReportNames<'a> {
+    pub types: &'a dyn Fn(&str) -> (Vec<String>, String),
+    pub text: &'a dyn Fn(&SeenValue) -> String,
+}
+
+impl ValueProfile {
+    /// This profile as reports show it.
+    pub fn report(&self, ty: Option<String>, names: &ReportNames) -> ProfileReport {
+        ProfileReport {
+            ty,
+            count: self.count,
+            nulls: self.nulls,
+            unavailable: self.unavailable,
+            types: self
+                .types
+                .iter()
+                .map(|(t, n)| TypeCount {
+                    ty: t.clone(),
+                    count: *n,
+                })
+                .collect(),
+            other_types: self.other_types,
+            distinct: self.distinct,
+            distinct_exact: self.distinct_exact,
+            top: self
+                .top
+                .iter()
+                .map(|t| TopReport {
+                    value: match &t.value {
+                        SeenValue::Boolean(b) => ValueReport::Boolean(*b),
+                        SeenValue::Char(c) => ValueReport::Text(
+                            char::from_u32(u32::from(*c))
+                                .unwrap_or('\u{fffd}')
+                                .to_string(),
+                        ),
+                        SeenValue::Integer(i) => ValueReport::Integer(*i),
+                        SeenValue::Float(f) => ValueReport::Float(JsonFloat(*f)),
+                        other => ValueReport::Text((names.text)(other)),
+                    },
+                    count: t.count,
+                    count_error: t.count_error,
+                })
+                .collect(),
+            other: self.other,
+            numbers: self.numbers.as_ref().map(|n| NumbersReport {
+                count: n.count,
+                nan: n.nan,
+                min: n.min.into(),
+                max: n.max.into(),
+                mean: JsonFloat(n.mean),
+                p50: n.p50.into(),
+                p90: n.p90.into(),
+                p99: n.p99.into(),
+                percentiles_exact: n.percentiles_exact,
+            }),
+            lengths: self.lengths.as_ref().map(|l| LengthsReport {
+                count: l.count,
+                min: l.min,
+                max: l.max,
+                mean: JsonFloat(l.mean),
+            }),
+        }
+    }
+}
+
+impl MethodProfile {
+    /// This method's profile as reports show it.
+    pub fn report(&self, names: &ReportNames) -> MethodReport {
+        let (param_types, ret_type) = (names.types)(&self.sig);
+        MethodReport {
+            class: self.class.clone(),
+            method: self.name.clone(),
+            sig: self.sig.clone(),
+            calls: self.calls,
+            returns: self.returns,
+            exceptional_returns: self.exceptional_returns,
+            params: self
+                .params
+                .iter()
+                .enumerate()
+                .map(|(j, p)| ParamReport {
+                    name: p.name.clone(),
+                    ty: param_types.get(j).map_or("?", String::as_str).to_string(),
+                    values: p.values.report(None, names),
+                })
+                .collect(),
+            returned: self
+                .returned
+                .as_ref()
+                .map(|r| r.report(Some(ret_type.clone()), names)),
+            exceptions: self
+                .exceptions
+                .iter()
+                .map(|(c, n)| ClassCount {
+                    class: c.clone(),
+                    count: *n,
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Decides from a class and a method name whether to profile a method.
 type MethodSelection = Box<dyn Fn(&str, &str) -> bool>;
 

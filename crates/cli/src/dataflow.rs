@@ -14,8 +14,8 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value as Json};
 use vmview_analysis::dataflow::{
-    DataflowBuilder, DataflowProfile, LengthStats, MethodProfile, Number, NumberStats, SeenValue,
-    ValueProfile, DEFAULT_TOP, TRACKED_VALUES,
+    DataflowBuilder, DataflowProfile, LengthStats, MethodProfile, MethodReport, Number,
+    NumberStats, ReportNames, SeenValue, ValueProfile, DEFAULT_TOP, TRACKED_VALUES,
 };
 use vmview_analysis::EventSink;
 use vmview_export::names::{array_display, descriptor_types, hash_hex};
@@ -312,90 +312,18 @@ fn char_of(c: u16) -> char {
     char::from_u32(u32::from(c)).unwrap_or('\u{fffd}')
 }
 
+/// The profiles in the analysis' report schema, with the file name.
 fn render_json(args: &DataflowArgs, p: &DataflowProfile) -> Json {
-    let methods: Vec<Json> = p
-        .methods
-        .iter()
-        .map(|m| {
-            let (param_types, ret_type) = declared_types(m);
-            let params: Vec<Json> = m
-                .params
-                .iter()
-                .enumerate()
-                .map(|(j, param)| {
-                    let mut o = profile_json(&param.values);
-                    o["name"] = json!(param.name);
-                    o["type"] = json!(param_types.get(j).map_or("?", String::as_str));
-                    o
-                })
-                .collect();
-            let returned = m.returned.as_ref().map(|r| {
-                let mut o = profile_json(r);
-                o["type"] = json!(ret_type);
-                o
-            });
-            json!({
-                "class": m.class,
-                "method": m.name,
-                "sig": m.sig,
-                "calls": m.calls,
-                "returns": m.returns,
-                "exceptional_returns": m.exceptional_returns,
-                "params": params,
-                "return": returned,
-                "exceptions": m.exceptions.iter().map(|(c, n)| json!({"class": c, "count": n})).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
+    let types = |sig: &str| descriptor_types(sig).unwrap_or_else(|| (Vec::new(), "?".to_string()));
+    let names = ReportNames {
+        types: &types,
+        text: &value_text_unquoted,
+    };
+    let methods: Vec<MethodReport> = p.methods.iter().map(|m| m.report(&names)).collect();
     json!({
         "file": args.file.display().to_string(),
-        "methods": methods,
+        "methods": serde_json::to_value(methods).unwrap_or(Json::Null),
     })
-}
-
-fn profile_json(v: &ValueProfile) -> Json {
-    json!({
-        "count": v.count,
-        "nulls": v.nulls,
-        "unavailable": v.unavailable,
-        "types": v.types.iter().map(|(t, n)| json!({"type": t, "count": n})).collect::<Vec<_>>(),
-        "other_types": v.other_types,
-        "distinct": v.distinct,
-        "distinct_exact": v.distinct_exact,
-        "top": v.top.iter().map(|t| json!({
-            "value": value_json(&t.value),
-            "count": t.count,
-            "count_error": t.count_error,
-        })).collect::<Vec<_>>(),
-        "other": v.other,
-        "numbers": v.numbers.as_ref().map(|n| json!({
-            "count": n.count,
-            "nan": n.nan,
-            "min": number_json(n.min),
-            "max": number_json(n.max),
-            "mean": float_json(n.mean),
-            "p50": number_json(n.p50),
-            "p90": number_json(n.p90),
-            "p99": number_json(n.p99),
-            "percentiles_exact": n.percentiles_exact,
-        })),
-        "lengths": v.lengths.as_ref().map(|l| json!({
-            "count": l.count, "min": l.min, "max": l.max, "mean": float_json(l.mean),
-        })),
-    })
-}
-
-/// A value encoded as `vmview show --format jsonl` encodes one.
-fn value_json(v: &SeenValue) -> Json {
-    match v {
-        SeenValue::Boolean(b) => json!(b),
-        SeenValue::Char(c) => json!(char_of(*c).to_string()),
-        SeenValue::Integer(i) => json!(i),
-        SeenValue::Float(f) => float_json(*f),
-        SeenValue::Str { .. } | SeenValue::Array { .. } | SeenValue::Object { .. } => {
-            Json::String(value_text_unquoted(v))
-        }
-    }
 }
 
 fn value_text_unquoted(v: &SeenValue) -> String {
@@ -409,21 +337,5 @@ fn value_text_unquoted(v: &SeenValue) -> String {
             s
         }
         other => value_text(other),
-    }
-}
-
-fn number_json(n: Number) -> Json {
-    match n {
-        Number::Int(i) => json!(i),
-        Number::Float(f) => float_json(f),
-    }
-}
-
-fn float_json(x: f64) -> Json {
-    match serde_json::Number::from_f64(x) {
-        Some(n) => Json::Number(n),
-        None if x.is_nan() => Json::String("NaN".to_string()),
-        None if x > 0.0 => Json::String("Infinity".to_string()),
-        None => Json::String("-Infinity".to_string()),
     }
 }
