@@ -25,7 +25,8 @@ const HOSTILE_ARG: &str = "</script><script>window.__pwned='arg'</script><b>x";
 /// `demo.inner.Work.step(int n)` calls of 0.5 ms at 1.1, 2.1 … 8.1 ms
 /// (returning 2n), and a THROW at 5.2 ms. Thread `beta…`: `run()` from 2 to
 /// 3 ms holding `other.Io.read(String)` from 2.1 to 2.9 ms, and a
-/// contended monitor entered at 2.95 ms after 40 µs.
+/// contended monitor entered at 2.95 ms after 40 µs. Thread CPU time runs
+/// at half the wall clock.
 fn timeline_trace(path: &Path) {
     let header = TraceHeader {
         version: 1,
@@ -151,6 +152,12 @@ fn timeline_trace(path: &Path) {
     ));
     evs.push((3 * MS, 1, ret(0, 1, Outcome::Void, MS)));
     evs.sort_by_key(|e| e.0);
+    // The threads' CPU clocks run at half the wall clock.
+    for (t, _, kind) in &mut evs {
+        if let EventKind::Call { metrics, .. } | EventKind::Return { metrics, .. } = kind {
+            metrics.cpu_ns = Some(*t / 2);
+        }
+    }
     for (i, (time_ns, thread, kind)) in evs.into_iter().enumerate() {
         w.write(&Event {
             id: i as u64 + 1,
@@ -322,6 +329,8 @@ fn browser_timeline_draws_zooms_opens_and_restricts_the_flame_graph() {
         assert_eq!(v["flame_range_step_calls"], 2, "{name}: {v}");
         assert_eq!(v["flame_range_step_ns"], 2 * MS / 2, "{name}");
         assert_eq!(v["flame_zoom"], "demo.Outer.run", "{name}");
+        // CPU: half of alpha's 8 ms and of beta's 1 ms.
+        assert_eq!(v["flame_cpu_total"], 9 * MS / 2, "{name}");
         assert_eq!(
             v["sandwich_callers"],
             json!(["demo.inner.Work.step", "demo.Outer.run", "alpha"]),
@@ -369,10 +378,13 @@ fn view_calltree_uses_the_schema_of_calltree_json() {
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
-    // Calls and wall times agree; only `records` is not counted in a range.
+    // Calls and wall times agree; a range's tree counts no `records` and
+    // keeps no CPU time (the timeline's slices do not hold metrics).
     fn strip(v: &mut Value) {
         if let Some(o) = v.as_object_mut() {
-            o.remove("records");
+            for k in ["records", "cpu_incl_ns", "cpu_excl_ns"] {
+                o.remove(k);
+            }
             for c in o.values_mut() {
                 strip(c);
             }

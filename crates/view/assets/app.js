@@ -1598,7 +1598,7 @@
     n.calls_total = calls;
     return n;
   }
-  const fgW = (n) => (FG.weight === 'calls' ? n.calls_total : n.total_ns);
+  const fgW = (n) => (FG.weight === 'calls' ? n.calls_total : FG.weight === 'cpu' ? n.cpu_ns || 0 : FG.weight === 'alloc' ? n.alloc_bytes || 0 : n.total_ns);
   function fgPath(n) { const p = []; for (let x = n; x && x.parent; x = x.parent) p.unshift(x.name); return p.join('\u0000'); }
   function fgIndex(root) {
     const m = new Map();
@@ -1713,7 +1713,8 @@
       total = draw($('fg-canvas'), FG.root, FG.zoom || FG.root, FG.base ? FG.base.index : null);
     }
     FG.frames = frames;
-    $('fg-match').textContent = match ? 'matched ' + (100 * matched / Math.max(1, total)).toFixed(1) + '% of ' + (FG.weight === 'calls' ? 'calls' : fmtNs(total)) : '';
+    const unit = FG.weight === 'calls' ? total.toLocaleString('en') + ' calls' : FG.weight === 'alloc' ? total.toLocaleString('en') + ' bytes' : fmtNs(total);
+    $('fg-match').textContent = match ? 'matched ' + (100 * matched / Math.max(1, total)).toFixed(1) + '% of ' + unit : '';
     window.__vmviewFlame = {
       frames: frames.map((f) => ({ canvas: f.canvas, name: f.name, x: f.x, y: f.y, w: f.w, depth: f.depth, total_ns: f.total_ns, calls: f.calls, hit: f.hit, ancestor: f.ancestor, delta: f.delta })),
       total, matched, weight: FG.weight, zoom: FG.zoom ? String(FG.zoom.name) : null, range: state.range,
@@ -1736,11 +1737,12 @@
   // as one tree for the page: all threads → thread → calls.
   function fromReport(n, name) {
     return { name: name !== undefined ? name : n.name, total_ns: n.wall_incl_ns, self_ns: n.wall_excl_ns, calls: n.calls,
-      children: n.children.map((c) => fromReport(c)) };
+      cpu_ns: n.cpu_incl_ns, alloc_bytes: n.alloc_incl_bytes, children: n.children.map((c) => fromReport(c)) };
   }
   function oneTree(ct) {
     const kids = ct.threads.map((t) => fromReport(t.tree, t.thread)).sort((a, b) => b.total_ns - a.total_ns);
-    return { name: 'all threads', total_ns: kids.reduce((a, k) => a + k.total_ns, 0), self_ns: 0, calls: 0, children: kids };
+    const sum = (k) => (kids.length && kids.every((x) => x[k] !== undefined) ? kids.reduce((a, x) => a + x[k], 0) : undefined);
+    return { name: 'all threads', total_ns: sum('total_ns') || 0, self_ns: 0, calls: 0, cpu_ns: sum('cpu_ns'), alloc_bytes: sum('alloc_bytes'), children: kids };
   }
   async function treeForViews() {
     return oneTree(state.range ? (await rangeTree()).calltree : (await views()).calltree);
@@ -1777,7 +1779,12 @@
       bar.appendChild(search);
       const weight = el('select');
       weight.id = 'fg-weight';
-      for (const [v, t] of [['time', 'weight: traced wall time'], ['calls', 'weight: calls']]) { const o = el('option', null, t); o.value = v; weight.appendChild(o); }
+      // CPU time and allocated bytes where the trace has them (metrics=cpu,alloc; whole trace only).
+      const weights = [['time', 'weight: traced wall time'], ['calls', 'weight: calls']];
+      if (FG.root.cpu_ns !== undefined) weights.push(['cpu', 'weight: CPU time']);
+      if (FG.root.alloc_bytes !== undefined) weights.push(['alloc', 'weight: allocated bytes']);
+      for (const [v, t] of weights) { const o = el('option', null, t); o.value = v; weight.appendChild(o); }
+      if (!weights.some((w) => w[0] === FG.weight)) FG.weight = 'time';
       weight.value = FG.weight;
       weight.onchange = () => { FG.weight = weight.value; fgDraw(); };
       bar.appendChild(weight);

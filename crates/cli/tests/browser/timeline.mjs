@@ -99,6 +99,13 @@ try {
   await page.mouse.click(fbox.x + run.x + 50, fbox.y + run.y + 5);
   f = await page.evaluate(() => window.__vmviewFlame);
   out.flame_zoom = f.zoom;
+  // The CPU weight (the trace has metrics), then back to wall time.
+  await page.click('#fg-reset');
+  await page.selectOption('#fg-weight', 'cpu');
+  out.flame_cpu_total = await page.evaluate(() => window.__vmviewFlame.total);
+  await page.selectOption('#fg-weight', 'time');
+  await page.mouse.click(fbox.x + run.x + 50, fbox.y + run.y + 5);
+  f = await page.evaluate(() => window.__vmviewFlame);
   // Callers and callees of step().
   const st = stepFrame(f);
   await page.mouse.click(fbox.x + st.x + st.w / 2, fbox.y + st.y + 5);
