@@ -769,7 +769,7 @@
       for (const [k, v] of Object.entries(params || {})) if (v !== null && v !== undefined && v !== '') q.set(k, v);
       const r = await fetch('/api/' + path + (q.toString() ? '?' + q : ''));
       const body = await r.json().catch(() => ({ error: 'bad response' }));
-      if (r.status === 503) return { pending: true };
+      if (r.status === 503) return Object.assign({ pending: true }, body);
       if (!r.ok) throw body;
       return body;
     };
@@ -1360,7 +1360,11 @@
     const from = Math.floor(TL.from), to = Math.ceil(TL.to);
     const r = await src.timeline(from, to, tlWidth());
     if (gen !== TL.gen) return;
-    if (r.pending) { setTimeout(() => { if (gen === TL.gen) tlFetch(); }, 400); return; }
+    if (r.pending) {
+      if (r.progress !== undefined) $('tl-range').textContent = 'building the timeline’s index: ' + Math.floor(100 * r.progress) + '% of the trace read';
+      setTimeout(() => { if (gen === TL.gen) tlFetch(); }, 400);
+      return;
+    }
     TL.data = r;
     tlDraw();
     const box = $('view-timeline');

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -65,6 +65,8 @@ pub struct TraceModel {
     jobs: Mutex<VecDeque<Arc<FilterJob>>>,
     views: Arc<(Mutex<Option<ViewsResult>>, Condvar)>,
     timeline: Arc<(Mutex<Option<TimelineResult>>, Condvar)>,
+    /// Events the timeline's index has read.
+    indexed: AtomicU64,
 }
 
 /// The timeline's index, or why it failed.
@@ -104,6 +106,7 @@ impl TraceModel {
             jobs: Mutex::new(VecDeque::new()),
             views: Arc::new((Mutex::new(None), Condvar::new())),
             timeline: Arc::new((Mutex::new(None), Condvar::new())),
+            indexed: AtomicU64::new(0),
         }))
     }
 
@@ -125,7 +128,7 @@ impl TraceModel {
         // each pass holds only its own summaries.
         let me = Arc::clone(self);
         std::thread::spawn(move || {
-            let result = Timeline::build(&me.path, timeline::Limits::default())
+            let result = Timeline::build(&me.path, timeline::Limits::default(), &me.indexed)
                 .map(Arc::new)
                 .map_err(|e| e.to_string());
             let (slot, cond) = &*me.timeline;
@@ -147,6 +150,14 @@ impl TraceModel {
             Some(Ok(v)) => Ok(Some(Arc::clone(v))),
             Some(Err(e)) => Err(ApiError::Internal(e.clone())),
         }
+    }
+
+    /// The share of the trace the timeline's index has read (0 to 1).
+    pub fn timeline_progress(&self) -> f64 {
+        if self.total == 0 {
+            return 1.0;
+        }
+        (self.indexed.load(Ordering::Relaxed) as f64 / self.total as f64).min(1.0)
     }
 
     /// The events with these ids (at most [`MAX_PAGE`]), as a page.

@@ -434,8 +434,11 @@ fn api(name: &str, q: &HashMap<String, String>, model: &TraceModel) -> Result<Re
             None => return Ok(Response::json(503, &json!({"pending": true}))),
         },
         "timeline" | "tree" => {
-            let Some(tl) = model.timeline(Duration::from_secs(2))? else {
-                return Ok(Response::json(503, &json!({"pending": true})));
+            let Some(tl) = model.timeline(Duration::from_millis(500))? else {
+                return Ok(Response::json(
+                    503,
+                    &json!({"pending": true, "progress": model.timeline_progress()}),
+                ));
             };
             let threads = id_list(text("threads"))?
                 .into_iter()

@@ -425,13 +425,24 @@ pub struct View {
 }
 
 impl Timeline {
-    /// Reads a whole binary trace.
-    pub fn build(path: &Path, limits: Limits) -> Result<Timeline, FormatError> {
+    /// Reads a whole binary trace; `read` counts the events read so far
+    /// (the page shows the progress).
+    pub fn build(
+        path: &Path,
+        limits: Limits,
+        read: &std::sync::atomic::AtomicU64,
+    ) -> Result<Timeline, FormatError> {
         let mut reader = TraceReader::open(path)?;
         let mut b = TimelineBuilder::new(limits);
+        let mut n = 0u64;
         while let Some(ev) = reader.next_event() {
             b.event(&ev);
+            n += 1;
+            if n & 0xffff == 0 {
+                read.store(n, std::sync::atomic::Ordering::Relaxed);
+            }
         }
+        read.store(n, std::sync::atomic::Ordering::Relaxed);
         Ok(b.finish(reader.symbols()))
     }
 
