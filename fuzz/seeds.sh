@@ -13,7 +13,7 @@ root=..
 vmview=${VMVIEW:-${CARGO_TARGET_DIR:-$root/target}/debug/vmview}
 [ -x "$vmview" ] || { echo "seeds: $vmview not found; build the workspace first" >&2; exit 1; }
 corpus=corpus
-mkdir -p "$corpus"/{trace_reader,xml_reader,filter_expr,agent_options,class_rewriter}
+mkdir -p "$corpus"/{trace_reader,xml_reader,jfr_reader,filter_expr,agent_options,class_rewriter}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -40,6 +40,22 @@ for run in "Hello" "Params" "Exceptions" "Strings" "Loop 300"; do
   n=$((n + 1))
 done
 echo "seeds: $n traces"
+
+# JFR recordings of two fixtures (JDK 17's own JFR): whole when small,
+# and their first bytes, and one cut inside its chunk.
+for run in "Hello" "JfrWaits 1 2"; do
+  set -- $run
+  main=$1; shift
+  rec="$tmp/$main.jfr"
+  java -XX:StartFlightRecording=filename="$rec",settings=profile,exceptions=all \
+    -cp "$tmp/fx" "fx.$main" "$@" >/dev/null 2>&1 || true
+  [ -s "$rec" ] || continue
+  if [ "$(stat -c %s "$rec")" -le 262144 ]; then
+    cp "$rec" "$corpus/jfr_reader/$main.jfr"
+  fi
+  head -c 4096 "$rec" >"$corpus/jfr_reader/$main-head.jfr"
+  head -c "$(($(stat -c %s "$rec") / 2))" "$rec" >"$corpus/jfr_reader/$main-half.jfr"
+done
 
 # Classes: the rewriter's fixtures (constructors, switches, lambdas, …).
 javac -g -d "$tmp/classes" "$root"/crates/classfile/tests/fixtures/*.java

@@ -371,7 +371,8 @@ impl EventSink for StatsBuilder {
             | EventKind::MonitorEnter { .. }
             | EventKind::MonitorExit { .. }
             | EventKind::Bytecode { .. }
-            | EventKind::ReactionHandlers { .. } => {}
+            | EventKind::ReactionHandlers { .. }
+            | EventKind::Foreign { .. } => {}
         }
     }
 }

@@ -167,6 +167,7 @@ pub fn source_error(e: SourceError) -> anyhow::Error {
     match e {
         SourceError::Xml { path, error } => xml_error(&path, &error),
         SourceError::Binary(e) => anyhow::Error::new(e),
+        SourceError::Jfr(e) => anyhow::Error::new(e),
         SourceError::Io { path, error } => {
             anyhow::Error::new(error).context(format!("cannot open {}", path.display()))
         }

@@ -16,6 +16,7 @@ mod filter;
 mod format_v2;
 mod formats;
 mod install;
+mod jfr;
 mod locks;
 mod metrics;
 mod monitors;

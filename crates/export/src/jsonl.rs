@@ -32,6 +32,7 @@
 //! | PERIOD_END | `period` |
 //! | CALIBRATION | `record` (event type measured, `*` for any), `cost_ps` (picoseconds per record) |
 //! | MONITOR_ENTER, MONITOR_EXIT | `monitor`, `depth` (of the frame holding it) |
+//! | FOREIGN | `name` (the source's event type, `jdk.CPULoad`), `fields` (an object of the source's fields, each value a string) |
 //! | SAMPLE | `state` (`RUN`, `IO`, `WAIT`, `BLOCKED`, `SLEEP`), `stack` (frames top first: `{"class", "method", "line"}`, `line` `null` when unknown), `monitors` (`{"monitor", "depth"}`, depth 0 = top frame) |
 //!
 //! Names: `class`, `exception`, `catch_class` are dotted binary names
@@ -213,6 +214,10 @@ struct WireEvent<'a> {
     monitors: Option<Vec<WireHeld>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     insn: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fields: Option<serde_json::Map<String, Json>>,
 }
 
 #[derive(Serialize)]
@@ -454,6 +459,15 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
         EventKind::MonitorEnter { monitor, depth } | EventKind::MonitorExit { monitor, depth } => {
             w.monitor = Some(monitor_name(syms, monitor));
             w.depth = Some(*depth);
+        }
+        EventKind::Foreign { name, fields } => {
+            w.name = Some(syms.string(*name));
+            w.fields = Some(
+                fields
+                    .iter()
+                    .map(|(k, v)| (syms.string(*k).to_string(), Json::String(v.clone())))
+                    .collect(),
+            );
         }
     }
     w

@@ -645,6 +645,24 @@ impl<W: Write + Send> ParquetWriter<W> {
             EventKind::TraceWindow { .. }
             | EventKind::Calibration { .. }
             | EventKind::ReactionHandlers { .. } => {}
+            // The source's type name in `class`, its fields as a JSON
+            // object (values as strings) in `params`.
+            EventKind::Foreign { name, fields } => {
+                let class = self.string(*name, syms);
+                self.cols.class.set(class);
+                let map: serde_json::Map<String, serde_json::Value> = fields
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            syms.string(*k).to_string(),
+                            serde_json::Value::String(v.clone()),
+                        )
+                    })
+                    .collect();
+                self.cols
+                    .params
+                    .set(bytes(&serde_json::Value::Object(map).to_string()));
+            }
             // No instruction column yet: method and offset only.
             EventKind::Bytecode { method, bci, .. } => {
                 self.method(*method, syms);

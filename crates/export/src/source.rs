@@ -1,8 +1,9 @@
 //! One way to open any trace: the sources every reading command shares.
 //!
 //! A trace reaches vmview as a binary `.vmv` file (the agent's, a filtered
-//! or merged one: all the same format) or as an XML document (`vmview
-//! export --format xml`, or anything in the shape of `docs/vmview.dtd`).
+//! or merged one: all the same format), as an XML document (`vmview
+//! export --format xml`, or anything in the shape of `docs/vmview.dtd`) or
+//! as a Java Flight Recorder recording (`FLR\0` magic, see docs/JFR.md).
 //! [`TraceSource::open`] tells them apart by their first bytes and gives
 //! one interface over both: the header, the symbols, the events in order,
 //! and what the reader had to work around. A command written against it
@@ -23,6 +24,8 @@ use vmview_format::{
     Diagnostic, Event, FormatError, MethodId, SymbolTable, TraceHeader, TraceReader,
 };
 
+use vmview_jfr::{JfrError, JfrReader};
+
 use crate::xml_reader::{XmlError, XmlTraceReader};
 
 /// The kinds of trace file vmview reads.
@@ -32,6 +35,8 @@ pub enum SourceKind {
     Binary,
     /// An XML trace.
     Xml,
+    /// A Java Flight Recorder recording (`FLR\0` magic).
+    Jfr,
 }
 
 impl SourceKind {
@@ -47,6 +52,9 @@ impl SourceKind {
         let head = &head[..n];
         if head.starts_with(b"\x89VMV") {
             return SourceKind::Binary;
+        }
+        if vmview_jfr::is_jfr(head) {
+            return SourceKind::Jfr;
         }
         let looks_xml = head
             .iter()
@@ -69,6 +77,9 @@ pub enum SourceError {
     /// The XML document is malformed at `error.offset` of `path`.
     #[error("{}: {}", path.display(), error.message)]
     Xml { path: PathBuf, error: XmlError },
+    /// The JFR reader refused the file.
+    #[error(transparent)]
+    Jfr(#[from] JfrError),
     #[error("cannot open {}: {error}", path.display())]
     Io { path: PathBuf, error: io::Error },
 }
@@ -80,6 +91,7 @@ pub enum TraceSource {
         reader: Box<XmlTraceReader<BufReader<File>>>,
         path: PathBuf,
     },
+    Jfr(Box<JfrReader<File>>),
 }
 
 impl TraceSource {
@@ -87,6 +99,7 @@ impl TraceSource {
     pub fn open(path: &Path) -> Result<TraceSource, SourceError> {
         match SourceKind::sniff(path) {
             SourceKind::Binary => Ok(TraceSource::Binary(Box::new(TraceReader::open(path)?))),
+            SourceKind::Jfr => Ok(TraceSource::Jfr(Box::new(JfrReader::open(path)?))),
             SourceKind::Xml => {
                 let f = File::open(path).map_err(|error| SourceError::Io {
                     path: path.to_path_buf(),
@@ -110,6 +123,7 @@ impl TraceSource {
         match self {
             TraceSource::Binary(_) => SourceKind::Binary,
             TraceSource::Xml { .. } => SourceKind::Xml,
+            TraceSource::Jfr(_) => SourceKind::Jfr,
         }
     }
 
@@ -117,6 +131,7 @@ impl TraceSource {
         match self {
             TraceSource::Binary(r) => r.header(),
             TraceSource::Xml { reader, .. } => reader.header(),
+            TraceSource::Jfr(r) => r.header(),
         }
     }
 
@@ -125,6 +140,7 @@ impl TraceSource {
         match self {
             TraceSource::Binary(r) => r.symbols(),
             TraceSource::Xml { reader, .. } => reader.symbols(),
+            TraceSource::Jfr(r) => r.symbols(),
         }
     }
 
@@ -141,15 +157,17 @@ impl TraceSource {
                     error,
                 })
             }
+            TraceSource::Jfr(r) => Ok(r.next_event()),
         }
     }
 
-    /// What the binary reader worked around (an XML reader stops at the
-    /// first error instead).
+    /// What the binary or JFR reader worked around (an XML reader stops
+    /// at the first error instead).
     pub fn diagnostics(&self) -> &[Diagnostic] {
         match self {
             TraceSource::Binary(r) => r.diagnostics(),
             TraceSource::Xml { .. } => &[],
+            TraceSource::Jfr(r) => r.diagnostics(),
         }
     }
 
@@ -158,7 +176,7 @@ impl TraceSource {
     pub fn binary(&mut self) -> Option<&mut TraceReader<BufReader<File>>> {
         match self {
             TraceSource::Binary(r) => Some(r),
-            TraceSource::Xml { .. } => None,
+            TraceSource::Xml { .. } | TraceSource::Jfr(_) => None,
         }
     }
 
@@ -167,6 +185,7 @@ impl TraceSource {
         match self {
             TraceSource::Binary(r) => r.current_chunk().map_or(0, |c| c.offset + c.len),
             TraceSource::Xml { reader, .. } => reader.position(),
+            TraceSource::Jfr(r) => r.position(),
         }
     }
 
@@ -191,10 +210,10 @@ impl TraceSource {
         }
     }
 
-    /// Are ids strictly increasing (a binary trace guarantees it; an XML
-    /// document is only expected to)?
+    /// Are ids strictly increasing (a binary trace guarantees it, the JFR
+    /// reader numbers its events so; an XML document is only expected to)?
     pub fn ids_increase(&self) -> bool {
-        matches!(self, TraceSource::Binary(_))
+        matches!(self, TraceSource::Binary(_) | TraceSource::Jfr(_))
     }
 
     /// Only events of these types are wanted (bit = index in
@@ -210,7 +229,7 @@ impl TraceSource {
     pub fn take_redefined(&mut self) -> Vec<MethodId> {
         match self {
             TraceSource::Xml { reader, .. } => reader.take_redefined(),
-            TraceSource::Binary(_) => Vec::new(),
+            TraceSource::Binary(_) | TraceSource::Jfr(_) => Vec::new(),
         }
     }
 

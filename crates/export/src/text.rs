@@ -298,6 +298,12 @@ fn fields(ev: &Event, syms: &SymbolTable) -> Vec<(&'static str, String)> {
             f.push(("MONITOR", monitor_name(syms, monitor)));
             f.push(("DEPTH", depth.to_string()));
         }
+        EventKind::Foreign { name, fields } => {
+            f.push(("NAME", syms.string(*name).to_string()));
+            for (k, v) in fields {
+                f.push(("FIELD", format!("{} = {v}", syms.string(*k))));
+            }
+        }
     }
     f
 }

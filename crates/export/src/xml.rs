@@ -379,6 +379,16 @@ fn render_event(b: &mut Vec<u8>, ev: &Event, syms: &SymbolTable) {
             monitor_elem(b, monitor, syms);
             elem_num(b, "DEPTH", u64::from(*depth));
         }
+        EventKind::Foreign { name, fields } => {
+            elem_text(b, "RECORD", syms.string(*name));
+            for (k, v) in fields {
+                b.extend_from_slice(b"<PARAM NAME=\"");
+                push_attr(b, syms.string(*k));
+                b.extend_from_slice(b"\" KIND=\"string\">");
+                push_text(b, v);
+                b.extend_from_slice(b"</PARAM>");
+            }
+        }
     }
     b.extend_from_slice(b"</");
     b.extend_from_slice(name.as_bytes());

@@ -1246,6 +1246,20 @@ impl<R: BufRead> XmlTraceReader<R> {
                 monitor: self.monitor(at)?,
                 depth: self.num(C::Depth, "DEPTH", at)?,
             },
+            "FOREIGN" => {
+                let name = self.text(C::Record).unwrap_or("?").to_string();
+                let name = self.intern(&name);
+                let params = std::mem::take(&mut self.params);
+                let fields = params[..self.nparams]
+                    .iter()
+                    .map(|p| {
+                        let key = p.attrs.get(A_NAME).unwrap_or("?").to_string();
+                        (self.intern(&key), p.text.clone())
+                    })
+                    .collect();
+                self.params = params;
+                EventKind::Foreign { name, fields }
+            }
             "BYTECODE" => {
                 let insn = self.text(C::Insn).unwrap_or("?").to_string();
                 EventKind::Bytecode {

@@ -439,6 +439,16 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
                 skipped: vec![],
             },
         ),
+        ev(
+            main,
+            EventKind::Foreign {
+                name: b.s("jdk.CPULoad"),
+                fields: vec![
+                    (b.s("jvmUser"), "0.25".to_string()),
+                    (b.s("machineTotal"), "0.5".to_string()),
+                ],
+            },
+        ),
         ev(ThreadRef(9), EventKind::ThreadEnd),
         ev(clerk, EventKind::ThreadEnd),
     ];
@@ -530,6 +540,7 @@ fn jsonl_keys_per_event_type() {
             "MONITOR_ENTER" | "MONITOR_EXIT" => vec!["monitor", "depth"],
             "BYTECODE" => vec!["class", "method", "sig", "loc", "insn"],
             "REACTION_HANDLERS" => vec!["samples", "handlers", "skipped"],
+            "FOREIGN" => vec!["name", "fields"],
             other => panic!("unexpected type {other}"),
         }
     };

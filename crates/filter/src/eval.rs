@@ -993,6 +993,10 @@ fn symbol_of(f: Field, ev: &Event, syms: &SymbolTable) -> Option<StringId> {
             EventKind::Bytecode { insn, .. } => Some(*insn),
             _ => None,
         },
+        Field::Name => match &ev.kind {
+            EventKind::Foreign { name, .. } => Some(*name),
+            _ => None,
+        },
         Field::Group => match &ev.kind {
             EventKind::ThreadStart | EventKind::ThreadEnd => {
                 syms.thread(ev.thread).map(|t| t.group)
@@ -1006,6 +1010,13 @@ fn symbol_of(f: Field, ev: &Event, syms: &SymbolTable) -> Option<StringId> {
 fn text_of(f: Field, ev: &Event, syms: &SymbolTable) -> Option<String> {
     match (f, &ev.kind) {
         (Field::Message, EventKind::Throw { message, .. }) => message.clone(),
+        (Field::Fields, EventKind::Foreign { fields, .. }) => Some(
+            fields
+                .iter()
+                .map(|(k, v)| format!("{}={v}", syms.string(*k)))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
         (
             Field::Monitor,
             EventKind::MonitorContendedEnter { monitor, .. }
@@ -1029,7 +1040,7 @@ fn absent(f: Field, ev: &Event, syms: &SymbolTable) -> bool {
                 ..
             }
         ),
-        Field::Monitor => text_of(f, ev, syms).is_none(),
+        Field::Monitor | Field::Fields => text_of(f, ev, syms).is_none(),
         Field::Source => match &ev.kind {
             EventKind::ClassLoad { source, .. } => syms.string(*source).is_empty(),
             _ => true,

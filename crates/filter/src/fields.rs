@@ -47,6 +47,8 @@ pub enum Field {
     Priority,
     Group,
     Insn,
+    Name,
+    Fields,
 }
 
 /// What a field holds, which decides the operators and literals it takes.
@@ -234,6 +236,20 @@ pub const FIELDS: &[(Field, &str, &[&str], FieldType, &str)] = &[
         &["INSN"],
         FieldType::Symbol,
         "instruction as javap -c shows it, e.g. 'iinc 1, 1' (BYTECODE)",
+    ),
+    (
+        Field::Name,
+        "name",
+        &["RECORD"],
+        FieldType::Symbol,
+        "the source's event type, e.g. jdk.CPULoad (FOREIGN)",
+    ),
+    (
+        Field::Fields,
+        "fields",
+        &[],
+        FieldType::Text,
+        "the source's fields as 'key=value' joined by spaces (FOREIGN)",
     ),
 ];
 

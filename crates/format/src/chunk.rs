@@ -937,6 +937,16 @@ fn read_other_event(
                 skipped,
             }
         }
+        OP_FOREIGN => {
+            no_flag(c)?;
+            let name = StringId(c.u32()?);
+            let n = c.count(2)?;
+            let mut fields = Vec::with_capacity(n.min(PREALLOC_LIMIT));
+            for _ in 0..n {
+                fields.push((StringId(c.u32()?), c.string()?));
+            }
+            EventKind::Foreign { name, fields }
+        }
         _ => {
             return Err(Malformed {
                 offset: record_at,

@@ -328,6 +328,16 @@ pub enum EventKind {
         /// classes the JVM would not retransform.
         skipped: Vec<MethodId>,
     },
+    /// An event read from another format that has no vmview counterpart
+    /// (a JFR `jdk.CPULoad`, `jdk.ObjectAllocationSample` …): its type name
+    /// and its fields as text, in the source's order, so `show`, `filter`
+    /// and the exporters still see it.
+    Foreign {
+        /// The source's event type name (`jdk.CPULoad`).
+        name: StringId,
+        /// Field name and value as text.
+        fields: Vec<(StringId, String)>,
+    },
 }
 
 /// A thread's resource counters at a CALL or RETURN (`metrics=cpu,alloc`).
@@ -410,6 +420,7 @@ impl EventKind {
             EventKind::MonitorExit { .. } => "MONITOR_EXIT",
             EventKind::Bytecode { .. } => "BYTECODE",
             EventKind::ReactionHandlers { .. } => "REACTION_HANDLERS",
+            EventKind::Foreign { .. } => "FOREIGN",
         }
     }
 }
@@ -442,6 +453,7 @@ impl EventKind {
             EventKind::MonitorExit { .. } => 20,
             EventKind::Bytecode { .. } => 21,
             EventKind::ReactionHandlers { .. } => 22,
+            EventKind::Foreign { .. } => 23,
         }
     }
 }
@@ -471,6 +483,7 @@ pub const EVENT_TYPE_NAMES: &[&str] = &[
     "MONITOR_EXIT",
     "BYTECODE",
     "REACTION_HANDLERS",
+    "FOREIGN",
 ];
 
 #[cfg(test)]

@@ -118,6 +118,12 @@ pub fn map_handles(kind: &mut EventKind, m: &mut impl HandleMap) {
                 *h = m.method(*h);
             }
         }
+        EventKind::Foreign { name, fields } => {
+            *name = m.string(*name);
+            for (key, _) in fields {
+                *key = m.string(*key);
+            }
+        }
     }
 }
 

@@ -115,6 +115,9 @@ pub const OP_MONITOR_EXIT: u8 = 25;
 /// The handlers chosen for timing: sample count, handler count and method
 /// ids, skipped count and method ids.
 pub const OP_REACTION_HANDLERS: u8 = 26;
+/// An event from another format (JFR): type-name string id, field count,
+/// then per field its name's string id and its value as a string.
+pub const OP_FOREIGN: u8 = 30;
 
 // CALL extras byte.
 /// Depth differs from the expected one: zigzag(depth - expected) follows.

@@ -748,6 +748,15 @@ impl<W: Write> TraceWriter<W> {
                     }
                 }
             }
+            EventKind::Foreign { name, fields } => {
+                head(buf, OP_FOREIGN);
+                put_u64(buf, u64::from(name.0));
+                put_u64(buf, fields.len() as u64);
+                for (key, value) in fields {
+                    put_u64(buf, u64::from(key.0));
+                    put_str(buf, value);
+                }
+            }
         }
 
         if let Some(v2) = &mut self.v2 {
@@ -872,6 +881,12 @@ impl<W: Write> TraceWriter<W> {
             } => {
                 for m in handlers.iter().chain(skipped) {
                     d.method(*m, gen, buf)?;
+                }
+            }
+            EventKind::Foreign { name, fields } => {
+                d.string(*name, gen, buf)?;
+                for (key, _) in fields {
+                    d.string(*key, gen, buf)?;
                 }
             }
         }

@@ -533,6 +533,20 @@ pub fn all_kinds() -> Vec<Event> {
                 skipped: vec![],
             },
         ),
+        (
+            T_MAIN,
+            EventKind::Foreign {
+                name: S_ITEM,
+                fields: vec![(S_COUNT, "12".into()), (S_NAME, "«ü» text".into())],
+            },
+        ),
+        (
+            T_WORKER,
+            EventKind::Foreign {
+                name: S_NAME,
+                fields: vec![],
+            },
+        ),
         (T_WORKER, EventKind::ThreadEnd),
         (T_MAIN, EventKind::ThreadEnd),
     ];

@@ -28,6 +28,55 @@
 
 #![forbid(unsafe_code)]
 
+/// Native `Class.method` globs that count as I/O: socket and file reads
+/// and writes, accept and connect, NIO select/poll/epoll. `io=` adds more.
+/// The agent's sampler and the JFR reader (`jdk.NativeMethodSample`)
+/// classify samples with this list and [`BUILTIN_WAIT`].
+pub const BUILTIN_IO: &[&str] = &[
+    "java.net.SocketInputStream.socketRead0",
+    "java.net.SocketOutputStream.socketWrite0",
+    "java.net.PlainSocketImpl.socketAccept",
+    "java.net.PlainSocketImpl.accept0",
+    "java.net.PlainDatagramSocketImpl.receive0",
+    "java.io.FileInputStream.readBytes",
+    "java.io.FileInputStream.read0",
+    "java.io.FileOutputStream.writeBytes",
+    "java.io.FileOutputStream.write",
+    "java.io.RandomAccessFile.readBytes",
+    "java.io.RandomAccessFile.read0",
+    "java.io.RandomAccessFile.writeBytes",
+    "sun.nio.ch.*.read0",
+    "sun.nio.ch.*.readv0",
+    "sun.nio.ch.*.pread0",
+    "sun.nio.ch.*.write0",
+    "sun.nio.ch.*.writev0",
+    "sun.nio.ch.*.pwrite0",
+    "sun.nio.ch.*.accept0",
+    "sun.nio.ch.*.receive0",
+    "sun.nio.ch.*.send0",
+    "sun.nio.ch.*.transferTo0",
+    "sun.nio.ch.Net.poll",
+    "sun.nio.ch.Net.pollConnect",
+    "sun.nio.ch.Net.accept",
+    "sun.nio.ch.Net.connect0",
+    "sun.nio.ch.EPoll.wait",
+    "sun.nio.ch.KQueue.poll",
+    "sun.nio.fs.LinuxWatchService.poll",
+    "sun.awt.X11.XToolkit.waitForEvents",
+];
+
+/// Native `Class.method` globs that wait although JVMTI reports the thread
+/// RUNNABLE (the JDK's service threads). `wait=` adds more.
+pub const BUILTIN_WAIT: &[&str] = &[
+    // Reference Handler (JDK 9+): blocks in the VM on the heap lock until a
+    // GC hands over discovered references; its state bits say RUNNABLE and
+    // not even IN_NATIVE.
+    "java.lang.ref.Reference.waitForReferencePendingList",
+    // process reaper: waitpid() for a child process.
+    "java.lang.ProcessHandleImpl.waitForProcessExit0",
+    "java.lang.UNIXProcess.waitForProcessExit",
+];
+
 mod duration;
 mod filter;
 mod glob;

@@ -1,0 +1,21 @@
+//! The JFR reader on arbitrary bytes: every input either fails to open
+//! with an error or yields events and diagnostics, never a panic, a hang
+//! or an allocation past what the input's length allows.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use std::io::Cursor;
+use vmview_jfr::JfrReader;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(mut reader) = JfrReader::new(Cursor::new(data), "fuzz") else {
+        return;
+    };
+    let mut n = 0usize;
+    while let Some(ev) = reader.next_event() {
+        let _ = reader.symbols().thread(ev.thread);
+        n += 1;
+    }
+    assert!(reader.position() <= data.len() as u64);
+    let _ = (n, reader.diagnostics().len(), reader.header());
+});
