@@ -244,7 +244,10 @@ impl Chunk {
     /// Walks the checkpoint chain back from the header's offset.
     fn read_pools(&mut self) -> Result<()> {
         let mut at = self.header.constant_pool_offset as i64;
-        let mut seen = 0usize;
+        // Checkpoint events do not overlap, so together they are no
+        // longer than the chunk: a forged chain that loops or overlaps is
+        // stopped before it costs more than one pass over the chunk.
+        let mut budget = self.bytes.len();
         let mut pools = std::mem::take(&mut self.pools);
         while at != 0 {
             if at < HEADER_BYTES as i64 || at as usize >= self.bytes.len() {
@@ -252,12 +255,6 @@ impl Chunk {
                     offset: at.max(0) as usize,
                     what: format!("a checkpoint event at offset {at}, outside the chunk"),
                 });
-            }
-            seen += 1;
-            if seen > self.bytes.len() / 4 {
-                return Err(self
-                    .cursor(at as usize)
-                    .damage("a checkpoint chain that loops"));
             }
             let mut outer = self.cursor(at as usize);
             let size = outer.int()?;
@@ -270,6 +267,10 @@ impl Chunk {
             if size <= 0 || c.remaining() < size as usize {
                 return Err(c.damage(format!("a checkpoint event of {size} bytes")));
             }
+            if size as usize > budget {
+                return Err(c.damage("checkpoint events that do not overlap or loop"));
+            }
+            budget -= size as usize;
             c.int()?;
             let ty = c.long()?;
             if ty != 1 {
