@@ -9,6 +9,8 @@
 //! damaged chunk is reported by a [`Damage`] at the offset where its bytes
 //! stopped making sense.
 
+use std::rc::Rc;
+
 use rustc_hash::FxHashMap;
 
 use crate::wire::{Cursor, Damage, JString, Result};
@@ -214,19 +216,43 @@ pub struct RawEvent {
     pub type_id: i64,
 }
 
+/// A metadata event's bytes (from its metadata id on) and its types.
+pub type KnownMetadata = (Vec<u8>, Rc<Metadata>);
+
 /// A chunk's bytes with its types and constant pools.
 pub struct Chunk {
     pub header: ChunkHeader,
-    pub meta: Metadata,
+    pub meta: Rc<Metadata>,
     pools: FxHashMap<(u32, i64), Value>,
     bytes: Vec<u8>,
 }
 
 impl Chunk {
     /// Decodes the metadata and the constant pools of a whole chunk
-    /// (`bytes` from its magic to its end).
-    pub fn parse(header: ChunkHeader, bytes: Vec<u8>) -> Result<Chunk> {
-        let meta = read_metadata(&bytes, &header)?;
+    /// (`bytes` from its magic to its end). `known` is the previous
+    /// chunk's metadata event and types: the chunks of one recording
+    /// usually repeat the same metadata, which is then not decoded again.
+    /// Returns the chunk and its metadata event's bytes.
+    pub fn parse(
+        header: ChunkHeader,
+        bytes: Vec<u8>,
+        known: Option<&KnownMetadata>,
+    ) -> Result<(Chunk, Option<KnownMetadata>)> {
+        // The types, from the metadata id on (its time stamps differ
+        // from chunk to chunk).
+        let raw = metadata_bytes(&bytes, &header)?;
+        let mut c = Cursor::new(raw, 0, raw.len(), header.compressed);
+        for _ in 0..4 {
+            c.long()?;
+        }
+        let raw = &raw[c.pos()..];
+        let (meta, fresh) = match known {
+            Some((b, m)) if b.as_slice() == raw => (m.clone(), None),
+            _ => {
+                let m = Rc::new(read_metadata(&bytes, &header)?);
+                (m.clone(), Some((raw.to_vec(), m)))
+            }
+        };
         let mut chunk = Chunk {
             header,
             meta,
@@ -234,7 +260,7 @@ impl Chunk {
             bytes,
         };
         chunk.read_pools()?;
-        Ok(chunk)
+        Ok((chunk, fresh))
     }
 
     fn cursor(&self, at: usize) -> Cursor<'_> {
@@ -550,8 +576,8 @@ fn prim_of(name: &str) -> Option<Prim> {
     })
 }
 
-/// Reads the metadata event the header points at into types.
-fn read_metadata(bytes: &[u8], h: &ChunkHeader) -> Result<Metadata> {
+/// The bytes of the metadata event the header points at.
+fn metadata_bytes<'a>(bytes: &'a [u8], h: &ChunkHeader) -> Result<&'a [u8]> {
     let at = h.metadata_offset as usize;
     if at < HEADER_BYTES || at >= bytes.len() {
         return Err(Damage {
@@ -564,7 +590,14 @@ fn read_metadata(bytes: &[u8], h: &ChunkHeader) -> Result<Metadata> {
     if size <= 0 || size as usize > bytes.len() - at {
         return Err(outer.damage(format!("a metadata event of {size} bytes")));
     }
-    let mut c = Cursor::new(bytes, at, at + size as usize, h.compressed);
+    Ok(&bytes[at..at + size as usize])
+}
+
+/// Reads the metadata event the header points at into types.
+fn read_metadata(bytes: &[u8], h: &ChunkHeader) -> Result<Metadata> {
+    let at = h.metadata_offset as usize;
+    let size = metadata_bytes(bytes, h)?.len();
+    let mut c = Cursor::new(bytes, at, at + size, h.compressed);
     c.int()?;
     let ty = c.long()?;
     if ty != 0 {

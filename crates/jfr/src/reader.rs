@@ -29,7 +29,7 @@ use vmview_format::{
 };
 use vmview_options::{ClassFilter, BUILTIN_IO, BUILTIN_WAIT};
 
-use crate::chunk::{Chunk, ChunkHeader, Unit, Value, HEADER_BYTES, MAGIC};
+use crate::chunk::{Chunk, ChunkHeader, KnownMetadata, Unit, Value, HEADER_BYTES, MAGIC};
 
 /// How many top frames of a native sample are searched for an I/O method
 /// (the agent's sampler searches as many).
@@ -127,10 +127,20 @@ struct StackInfo {
     locs: Box<[Loc]>,
 }
 
+/// What the mapping needs of an event type, found once per chunk: its
+/// kind and where its common fields are.
+#[derive(Clone, Copy)]
+struct EventClass {
+    kind: Kind,
+    start: Option<usize>,
+    duration: Option<usize>,
+    thread: Option<usize>,
+}
+
 /// Per-chunk caches from pool keys to handles.
 #[derive(Default)]
 struct ChunkCache {
-    kinds: FxHashMap<u32, Kind>,
+    kinds: FxHashMap<u32, EventClass>,
     methods: FxHashMap<i64, MethodInfo>,
     stacks: FxHashMap<i64, Rc<StackInfo>>,
     threads: FxHashMap<i64, ThreadRef>,
@@ -152,6 +162,8 @@ pub struct JfrReader<R = File> {
     wait: ClassFilter,
     jvm_thread: Option<ThreadRef>,
     unknown_method: Option<MethodId>,
+    /// The last metadata event decoded and its types, for the next chunk.
+    metadata: Option<KnownMetadata>,
     done: bool,
 }
 
@@ -214,6 +226,7 @@ impl<R: Read + Seek> JfrReader<R> {
                 .expect("the built-in globs are valid"),
             jvm_thread: None,
             unknown_method: None,
+            metadata: None,
             done: false,
         };
         r.read_chunk();
@@ -337,8 +350,13 @@ impl<R: Read + Seek> JfrReader<R> {
         }
         self.next_chunk_at = at + header.size;
         let size = header.size;
-        match Chunk::parse(header, bytes) {
-            Ok(chunk) => self.map_chunk(&chunk, at),
+        match Chunk::parse(header, bytes, self.metadata.as_ref()) {
+            Ok((chunk, fresh)) => {
+                if fresh.is_some() {
+                    self.metadata = fresh;
+                }
+                self.map_chunk(&chunk, at)
+            }
             Err(d) => {
                 let m = format!(
                     "chunk {} at byte {at} ({size} bytes) is damaged at byte {}: expected {}; its events were skipped",
@@ -411,19 +429,26 @@ impl<R: Read + Seek> JfrReader<R> {
         v: &Value,
         out: &mut Vec<(u64, u8, u32, Event)>,
     ) {
-        let kind = *cache
-            .kinds
-            .entry(class)
-            .or_insert_with(|| kind_of(&chunk.meta.class(class).name));
-        let start_ticks = chunk.field(v, "startTime").and_then(|t| chunk.int(t));
+        let ec = *cache.kinds.entry(class).or_insert_with(|| {
+            let c = chunk.meta.class(class);
+            EventClass {
+                kind: kind_of(&c.name),
+                start: c.field("startTime"),
+                duration: c.field("duration"),
+                thread: c.field("eventThread"),
+            }
+        });
+        let kind = ec.kind;
+        let Value::Object { fields, .. } = v else {
+            return;
+        };
+        let at = |i: Option<usize>| i.and_then(|i| fields.get(i));
+        let start_ticks = at(ec.start).and_then(|t| chunk.int(t));
         let time = start_ticks.map_or(0, |t| self.time(chunk, t));
-        let duration = chunk
-            .field(v, "duration")
+        let duration = at(ec.duration)
             .and_then(|d| chunk.int(d))
             .map_or(0, |d| chunk.header.span_ns(d));
-        let event_thread = chunk
-            .field(v, "eventThread")
-            .and_then(|t| self.thread(chunk, cache, t));
+        let event_thread = at(ec.thread).and_then(|t| self.thread(chunk, cache, t));
         let mut push = |time: u64, phase: u8, depth: u32, thread: ThreadRef, kind: EventKind| {
             out.push((
                 time,

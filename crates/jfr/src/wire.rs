@@ -181,7 +181,14 @@ impl<'a> Cursor<'a> {
                 let n = self.count(1, "string chars")?;
                 let mut units = Vec::with_capacity(n);
                 for _ in 0..n {
-                    units.push(self.short()? as u16);
+                    // One byte per char below 0x80, the common case.
+                    match self.buf.get(self.pos) {
+                        Some(&b) if b < 0x80 && self.compressed && self.pos < self.end => {
+                            self.pos += 1;
+                            units.push(u16::from(b));
+                        }
+                        _ => units.push(self.short()? as u16),
+                    }
                 }
                 Ok(JString::Text(String::from_utf16_lossy(&units).into()))
             }
