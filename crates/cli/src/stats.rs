@@ -62,6 +62,8 @@ struct FileFacts {
     chunks_damaged: usize,
     tail_truncated: bool,
     unfinished: bool,
+    /// The JFR format version, when the file is a JFR recording.
+    jfr: Option<String>,
 }
 
 impl FileFacts {
@@ -89,7 +91,18 @@ pub fn run(args: &StatsArgs) -> anyhow::Result<ExitCode> {
     // The index is known after a full read, rebuilt if the footer is missing.
     let chunks_total = reader.chunk_count().unwrap_or(0);
     let diags = reader.diagnostics().to_vec();
+    let jfr = (reader.source().kind() == vmview_export::SourceKind::Jfr)
+        .then(|| {
+            reader
+                .header()
+                .properties
+                .iter()
+                .find(|(k, _)| k == "jfr_version")
+                .map(|(_, v)| v.clone())
+        })
+        .flatten();
     let facts = FileFacts {
+        jfr,
         bytes: std::fs::metadata(&args.file).map(|m| m.len()).unwrap_or(0),
         header: reader.header().clone(),
         chunks_total,
@@ -164,12 +177,19 @@ fn render_text(args: &StatsArgs, s: &TraceStats, f: &FileFacts) -> String {
     let mut kv = |k: &str, v: String| o.push_str(&format!("{k:<15}{v}\n"));
     kv(
         "trace",
-        format!(
-            "{} ({} bytes, format version {})",
-            args.file.display(),
-            f.bytes,
-            f.header.version
-        ),
+        match &f.jfr {
+            Some(v) => format!(
+                "{} ({} bytes, JFR recording, format {v})",
+                args.file.display(),
+                f.bytes
+            ),
+            None => format!(
+                "{} ({} bytes, format version {})",
+                args.file.display(),
+                f.bytes,
+                f.header.version
+            ),
+        },
     );
     kv(
         "recorded",

@@ -89,8 +89,12 @@ impl Input {
         self.src.diagnostics()
     }
 
-    /// The index of a binary trace (`None` for XML).
+    /// The chunks of a binary trace (by its index) or of a JFR recording
+    /// (read so far); `None` for XML.
     pub fn chunk_count(&mut self) -> Option<usize> {
+        if let TraceSource::Jfr(r) = &self.src {
+            return Some(r.chunk_count());
+        }
         self.src.binary()?.index().ok().map(|i| i.chunks.len())
     }
 

@@ -404,6 +404,12 @@ fn every_reading_command_reads_a_jfr_recording() {
         stats.contains("MONITOR_WAITED") && stats.contains("SAMPLE"),
         "{stats}"
     );
+    assert!(stats.contains("JFR recording, format 2."), "{stats}");
+    let chunks = chunk_offsets(&std::fs::read(waits17()).unwrap()).len();
+    assert!(
+        stats.contains(&format!("{chunks} read, 0 damaged, complete")),
+        "{stats}"
+    );
     let found = ok(&[
         "search",
         rec,

@@ -164,6 +164,8 @@ pub struct JfrReader<R = File> {
     unknown_method: Option<MethodId>,
     /// The last metadata event decoded and its types, for the next chunk.
     metadata: Option<KnownMetadata>,
+    /// Chunks whose header was read whole, damaged ones included.
+    chunks: usize,
     done: bool,
 }
 
@@ -227,6 +229,7 @@ impl<R: Read + Seek> JfrReader<R> {
             jvm_thread: None,
             unknown_method: None,
             metadata: None,
+            chunks: 0,
             done: false,
         };
         r.read_chunk();
@@ -245,6 +248,11 @@ impl<R: Read + Seek> JfrReader<R> {
     /// What the reader skipped, and why.
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.diagnostics
+    }
+
+    /// Chunks read so far (damaged ones included, a cut last one not).
+    pub fn chunk_count(&self) -> usize {
+        self.chunks
     }
 
     /// Bytes of the file read so far.
@@ -349,6 +357,7 @@ impl<R: Read + Seek> JfrReader<R> {
             return;
         }
         self.next_chunk_at = at + header.size;
+        self.chunks += 1;
         let size = header.size;
         match Chunk::parse(header, bytes, self.metadata.as_ref()) {
             Ok((chunk, fresh)) => {
