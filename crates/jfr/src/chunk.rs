@@ -679,3 +679,228 @@ fn read_metadata(bytes: &[u8], h: &ChunkHeader) -> Result<Metadata> {
     meta.string_class = meta.by_name("java.lang.String");
     Ok(meta)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leb(out: &mut Vec<u8>, mut v: u64) {
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                out.push(b);
+                return;
+            }
+            out.push(b | 0x80);
+        }
+    }
+
+    /// A record with its size first, as a 4-byte padded compressed int
+    /// (as the JDK writes it).
+    fn record(body: &[u8]) -> Vec<u8> {
+        let n = body.len() as u32 + 4;
+        let mut out = vec![
+            (n & 0x7f) as u8 | 0x80,
+            ((n >> 7) & 0x7f) as u8 | 0x80,
+            ((n >> 14) & 0x7f) as u8 | 0x80,
+            ((n >> 21) & 0x7f) as u8,
+        ];
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// Types: 10 long, 11 java.lang.String, 20 test.Event { value: long,
+    /// text: String (pooled) }.
+    fn metadata() -> Vec<u8> {
+        let strings = [
+            "root",
+            "metadata",
+            "class",
+            "field",
+            "id",
+            "name",
+            "constantPool",
+            "true",
+            "10",
+            "long",
+            "11",
+            "java.lang.String",
+            "20",
+            "test.Event",
+            "value",
+            "text",
+        ];
+        let idx = |s: &str| strings.iter().position(|x| *x == s).unwrap() as u64;
+        let mut b = Vec::new();
+        for v in [0, 0, 0, 1] {
+            leb(&mut b, v); // type 0, start, duration, metadata id
+        }
+        leb(&mut b, strings.len() as u64);
+        for s in strings {
+            b.push(3);
+            leb(&mut b, s.len() as u64);
+            b.extend_from_slice(s.as_bytes());
+        }
+        let attrs = |b: &mut Vec<u8>, list: &[(&str, &str)]| {
+            leb(b, list.len() as u64);
+            for (k, v) in list {
+                leb(b, idx(k));
+                leb(b, idx(v));
+            }
+        };
+        leb(&mut b, idx("root"));
+        attrs(&mut b, &[]);
+        leb(&mut b, 1);
+        leb(&mut b, idx("metadata"));
+        attrs(&mut b, &[]);
+        leb(&mut b, 3);
+        for (id, name) in [("10", "long"), ("11", "java.lang.String")] {
+            leb(&mut b, idx("class"));
+            attrs(&mut b, &[("id", id), ("name", name)]);
+            leb(&mut b, 0);
+        }
+        leb(&mut b, idx("class"));
+        attrs(&mut b, &[("id", "20"), ("name", "test.Event")]);
+        leb(&mut b, 2);
+        leb(&mut b, idx("field"));
+        attrs(&mut b, &[("name", "value"), ("class", "10")]);
+        leb(&mut b, 0);
+        leb(&mut b, idx("field"));
+        attrs(
+            &mut b,
+            &[("name", "text"), ("class", "11"), ("constantPool", "true")],
+        );
+        leb(&mut b, 0);
+        record(&b)
+    }
+
+    /// A checkpoint event with one string constant; `delta` to the one before.
+    fn checkpoint(delta: i64, key: u64, text: &str) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [1, 0, 0] {
+            leb(&mut b, v);
+        }
+        // Always nine bytes, so that a delta's value never moves what follows.
+        let d = delta as u64;
+        for i in 0..8 {
+            b.push(((d >> (7 * i)) & 0x7f) as u8 | 0x80);
+        }
+        b.push((d >> 56) as u8);
+        b.push(0);
+        leb(&mut b, 1);
+        leb(&mut b, 11);
+        leb(&mut b, 1);
+        leb(&mut b, key);
+        b.push(3);
+        leb(&mut b, text.len() as u64);
+        b.extend_from_slice(text.as_bytes());
+        record(&b)
+    }
+
+    fn event(value: u64, key: u64) -> Vec<u8> {
+        let mut b = Vec::new();
+        leb(&mut b, 20);
+        leb(&mut b, value);
+        leb(&mut b, key);
+        record(&b)
+    }
+
+    /// A chunk: header, metadata, events, then checkpoints whose deltas
+    /// `link` makes from their offsets; the header points at the last.
+    fn chunk(checkpoints: &[(u64, &str)], link: impl Fn(&[usize], usize) -> i64) -> Vec<u8> {
+        let meta = metadata();
+        let mut body = meta.clone();
+        body.extend(event(7, 1));
+        body.extend(event(8, 2));
+        // Lay the checkpoints out with placeholder deltas to learn their
+        // offsets, then again with the real ones.
+        let lay = |deltas: &[i64]| {
+            let mut offsets = Vec::new();
+            let mut out = Vec::new();
+            for (i, (key, text)) in checkpoints.iter().enumerate() {
+                offsets.push(HEADER_BYTES + body.len() + out.len());
+                out.extend(checkpoint(deltas[i], *key, text));
+            }
+            (offsets, out)
+        };
+        let (offsets, _) = lay(&vec![-1; checkpoints.len()]);
+        let deltas: Vec<i64> = (0..checkpoints.len()).map(|i| link(&offsets, i)).collect();
+        let (offsets2, cps) = lay(&deltas);
+        assert_eq!(offsets, offsets2);
+        let size = HEADER_BYTES + body.len() + cps.len();
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&2u16.to_be_bytes());
+        out.extend_from_slice(&1u16.to_be_bytes());
+        for v in [
+            size as i64,
+            *offsets.last().unwrap() as i64,
+            HEADER_BYTES as i64,
+            1_000,
+            0,
+            0,
+            1_000_000_000,
+        ] {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        out.extend_from_slice(&[0, 0, 0, 1]);
+        out.extend(body);
+        out.extend(cps);
+        assert_eq!(out.len(), size);
+        out
+    }
+
+    fn parse(bytes: Vec<u8>) -> Result<Chunk> {
+        let h = ChunkHeader::parse(&bytes).unwrap();
+        Chunk::parse(h, bytes, None).map(|(c, _)| c)
+    }
+
+    /// Each checkpoint links back to the one before it.
+    fn back(offsets: &[usize], i: usize) -> i64 {
+        if i == 0 {
+            0
+        } else {
+            offsets[i - 1] as i64 - offsets[i] as i64
+        }
+    }
+
+    #[test]
+    fn pools_of_every_checkpoint_in_the_chain_resolve() {
+        let c = parse(chunk(&[(1, "first"), (2, "second")], back)).unwrap();
+        let texts: Vec<(i64, String)> = c
+            .events()
+            .map(|e| {
+                let (_, v) = c.decode(&e.unwrap()).unwrap();
+                let n = c.int(c.field(&v, "value").unwrap()).unwrap();
+                let t = c.string(c.field(&v, "text").unwrap()).unwrap().to_string();
+                (n, t)
+            })
+            .collect();
+        assert_eq!(texts, [(7, "first".into()), (8, "second".into())]);
+    }
+
+    #[test]
+    fn a_newer_checkpoint_wins_over_an_older_one() {
+        let c = parse(chunk(&[(1, "old"), (1, "new")], back)).unwrap();
+        let e = c.events().next().unwrap().unwrap();
+        let (_, v) = c.decode(&e).unwrap();
+        assert_eq!(c.string(c.field(&v, "text").unwrap()), Some("new"));
+    }
+
+    /// Regression: a forged chain of two checkpoints pointing at each
+    /// other was walked chunk/4 times, re-reading the pools each time.
+    #[test]
+    fn a_checkpoint_chain_that_loops_is_damage() {
+        let looped = |o: &[usize], i: usize| o[1 - i] as i64 - o[i] as i64;
+        let err = parse(chunk(&[(1, "a"), (2, "b")], looped)).err().unwrap();
+        assert!(err.what.contains("loop"), "{err:?}");
+    }
+
+    #[test]
+    fn a_checkpoint_outside_the_chunk_is_damage() {
+        let out = |_: &[usize], _: usize| 1 << 40;
+        let err = parse(chunk(&[(1, "a")], out)).err().unwrap();
+        assert!(err.what.contains("outside the chunk"), "{err:?}");
+    }
+}
