@@ -241,6 +241,7 @@ fn install_callbacks(jvmti: Jvmti, at_startup: bool) -> Result<(), String> {
     let mut cb: sys::jvmtiEventCallbacks = unsafe { std::mem::zeroed() };
     callbacks::install(&mut cb);
     crate::vthreads::install(&mut cb);
+    crate::signal_sampler::install_callbacks(&mut cb);
     // Every capture's callbacks: a later recording may use the other mode.
     for mode in [CaptureMode::Bci, CaptureMode::Jvmti] {
         capture::for_mode(mode).install_callbacks(&mut cb);
@@ -314,6 +315,17 @@ fn create(
     ];
     if attached {
         properties.push(("attached".to_string(), "true".to_string()));
+    }
+    let (sampler, fallback) = crate::signal_sampler::choose(&options);
+    if sampler != "none" {
+        properties.push(("sampler".to_string(), sampler.to_string()));
+    }
+    if let Some(why) = fallback {
+        if !attached && !options.quiet {
+            crate::problems::say(&why);
+        }
+        notes.push(why.clone());
+        properties.push(("sampler_fallback".to_string(), why));
     }
     if options.reactions {
         properties.push((

@@ -134,7 +134,16 @@ unsafe extern "C" fn class_prepare(
     klass: sys::jclass,
 ) {
     on_event("ClassPrepare", jni, |agent, jni, time| {
-        class_load(agent, jni, thread, klass, time);
+        // Enabled for events=classes and for the signal sampler's
+        // jmethodID warm-up.
+        crate::signal_sampler::on_class_prepare(agent, klass);
+        if agent
+            .options
+            .events
+            .contains(vmview_options::EventGroup::Classes)
+        {
+            class_load(agent, jni, thread, klass, time);
+        }
     });
 }
 

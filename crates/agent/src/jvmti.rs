@@ -524,6 +524,37 @@ impl Jvmti {
         call!(self.0, SetExtensionEventCallback, index, callback)
     }
 
+    /// Every live platform thread (local references of the calling thread:
+    /// call inside [`Jni::with_local_frame`]). No safepoint: HotSpot reads
+    /// its thread list under a hazard pointer.
+    pub fn all_threads(self, jni: Jni) -> Result<Vec<LocalRef>> {
+        let (mut n, mut p) = (0, ptr::null_mut());
+        call!(self.0, GetAllThreads, &mut n, &mut p)?;
+        Ok(self
+            .take_array(p, n)
+            .into_iter()
+            .map(|t| LocalRef::new(jni, t))
+            .collect())
+    }
+
+    /// The JVMTI state bits of `thread` (`JVMTI_THREAD_STATE_*`), read
+    /// without stopping it.
+    pub fn thread_state(self, thread: sys::jthread) -> Result<u32> {
+        let mut st = 0;
+        call!(self.0, GetThreadState, thread, &mut st)?;
+        Ok(st as u32)
+    }
+
+    /// Makes sure every method of `class` has its jmethodID (HotSpot
+    /// creates them lazily; `AsyncGetCallTrace` cannot name a frame of a
+    /// method that has none). The ids themselves are not kept.
+    pub fn create_method_ids(self, class: sys::jclass) -> Result<()> {
+        let (mut n, mut p) = (0, ptr::null_mut());
+        call!(self.0, GetClassMethods, class, &mut n, &mut p)?;
+        self.deallocate(p);
+        Ok(())
+    }
+
     /// The calling thread's `Thread` object (a local reference).
     pub fn current_thread(self, jni: Jni) -> Result<LocalRef> {
         let mut t = ptr::null_mut();

@@ -41,6 +41,7 @@ mod metrics;
 mod problems;
 mod reactions;
 mod sampler;
+mod signal_sampler;
 mod slot;
 mod symbols;
 #[rustfmt::skip]

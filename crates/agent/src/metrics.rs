@@ -183,17 +183,18 @@ fn alloc_fields(agent: &Agent, jni: Jni) -> Result<AllocFields, String> {
 
 /// HotSpot's table of C++ field offsets (`vmStructs.cpp`): an array of
 /// entries whose layout the JVM describes in exported globals.
-struct VmStructs {
+pub(crate) struct VmStructs {
     first: *const u8,
     stride: usize,
     type_name: usize,
     field_name: usize,
     is_static: usize,
     offset: usize,
+    address: usize,
 }
 
 impl VmStructs {
-    fn find() -> Option<VmStructs> {
+    pub(crate) fn find() -> Option<VmStructs> {
         // SAFETY: each symbol is an exported global of libjvm of the type
         // read here (`VMStructEntry*` or `uint64_t`).
         unsafe {
@@ -213,12 +214,69 @@ impl VmStructs {
                 field_name: number(c"gHotSpotVMStructEntryFieldNameOffset")?,
                 is_static: number(c"gHotSpotVMStructEntryIsStaticOffset")?,
                 offset: number(c"gHotSpotVMStructEntryOffsetOffset")?,
+                address: number(c"gHotSpotVMStructEntryAddressOffset")?,
             })
         }
     }
 
+    /// The address of the static field `ty::name`.
+    pub(crate) fn static_address(&self, ty: &str, name: &str) -> Option<*const u8> {
+        for i in 0..100_000 {
+            // SAFETY: as in `offset`.
+            unsafe {
+                let entry = self.first.add(i * self.stride);
+                let t = (entry.add(self.type_name) as *const *const c_char).read();
+                if t.is_null() {
+                    return None;
+                }
+                let f = (entry.add(self.field_name) as *const *const c_char).read();
+                if f.is_null() || (entry.add(self.is_static) as *const i32).read() == 0 {
+                    continue;
+                }
+                if CStr::from_ptr(t).to_bytes() == ty.as_bytes()
+                    && CStr::from_ptr(f).to_bytes() == name.as_bytes()
+                {
+                    let a = (entry.add(self.address) as *const *const u8).read();
+                    return (!a.is_null()).then_some(a);
+                }
+            }
+        }
+        None
+    }
+
+    /// The size of the C++ type `ty`, from `gHotSpotVMTypes`.
+    pub(crate) fn type_size(ty: &str) -> Option<usize> {
+        // SAFETY: exported globals of libjvm describing the type table;
+        // entries are read until the one with a null name.
+        unsafe {
+            let global = |name: &CStr| -> Option<*const c_void> {
+                let p = dlsym(std::ptr::null_mut(), name.as_ptr());
+                (!p.is_null()).then_some(p as *const c_void)
+            };
+            let number = |name: &CStr| global(name).map(|p| (p as *const u64).read() as usize);
+            let first = (global(c"gHotSpotVMTypes")? as *const *const u8).read();
+            let stride = number(c"gHotSpotVMTypeEntryArrayStride")?;
+            let name_at = number(c"gHotSpotVMTypeEntryTypeNameOffset")?;
+            let size_at = number(c"gHotSpotVMTypeEntrySizeOffset")?;
+            if first.is_null() {
+                return None;
+            }
+            for i in 0..100_000 {
+                let entry = first.add(i * stride);
+                let t = (entry.add(name_at) as *const *const c_char).read();
+                if t.is_null() {
+                    return None;
+                }
+                if CStr::from_ptr(t).to_bytes() == ty.as_bytes() {
+                    return Some((entry.add(size_at) as *const u64).read() as usize);
+                }
+            }
+            None
+        }
+    }
+
     /// The offset of the non-static field `ty::name`.
-    fn offset(&self, ty: &str, name: &str) -> Option<usize> {
+    pub(crate) fn offset(&self, ty: &str, name: &str) -> Option<usize> {
         // Far more entries than any HotSpot has (about 1,500): a guard
         // against a table that does not end.
         for i in 0..100_000 {

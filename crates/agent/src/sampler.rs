@@ -201,6 +201,8 @@ struct Sampler {
     periods: Option<PeriodClock>,
     /// This thread's handle, once it wrote an event.
     me: Option<ThreadRef>,
+    /// The signal sampler (`sampler=signal|cpu`), or none: safepoint.
+    signal: Option<crate::signal_sampler::SignalSampler>,
 }
 
 impl Sampler {
@@ -240,10 +242,27 @@ impl Sampler {
                     next: Instant::now(),
                 }),
             me: None,
+            signal: None,
         }
     }
 
     fn run(&mut self, jni: Jni) {
+        let agent = self.agent;
+        if self.samples && crate::signal_sampler::in_use(&agent.options) {
+            match crate::signal_sampler::SignalSampler::new(agent, jni) {
+                Ok(s) => self.signal = Some(s),
+                Err(why) => agent.problems.capture(|| {
+                    format!("signal sampling could not start ({why}): samples taken at safepoints")
+                }),
+            }
+        }
+        self.run_loop(jni);
+        if let Some(s) = &mut self.signal {
+            s.stop(agent);
+        }
+    }
+
+    fn run_loop(&mut self, jni: Jni) {
         let interval = self.agent.options.interval;
         let mut next_sample = self.samples.then(|| Instant::now() + interval);
         loop {
@@ -445,6 +464,26 @@ impl Sampler {
     }
 
     fn tick(&mut self, jni: Jni) {
+        if let Some(mut signal) = self.signal.take() {
+            let walks = signal.tick(self.agent, jni);
+            self.signal = Some(signal);
+            let contended = self.monitors
+                && walks
+                    .iter()
+                    .any(|w| w.state & sys::JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER != 0);
+            for w in &walks {
+                let t = StackTrace {
+                    thread: w.thread.get(),
+                    state: w.state,
+                    frames: &w.frames,
+                };
+                self.sample(jni, &t, w.time_ns, contended);
+            }
+            if let Some(d) = self.reactions.as_mut().filter(|d| d.due()) {
+                d.switch(self.agent, jni);
+            }
+            return;
+        }
         let j = self.agent.jvmti;
         let walk = match j.all_stack_traces(MAX_DEPTH) {
             Ok(t) => t,

@@ -29,6 +29,7 @@ mod reading;
 mod recording;
 mod recovery;
 mod report_regex;
+mod sampling;
 mod serve_limits;
 mod timeline;
 mod view;

@@ -323,6 +323,21 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "sampler",
+        value: Some("signal|cpu|safepoint"),
+        default: Some("signal"),
+        help: "how events=samples walks stacks: signal (wall-clock samples: each interval the sampler thread signals every thread, a rotating subset of 32 when there are more, and the thread walks its own stack with AsyncGetCallTrace, no safepoint), cpu (the same walk from a per-thread CPU-time timer: samples of running threads only, weighted by CPU time) or safepoint (one GetAllStackTraces per interval: stops the JVM, lands on safepoint polls); signal and cpu fall back to safepoint where AsyncGetCallTrace is missing, and the trace header's 'sampler' says which ran",
+        apply: |o, v| {
+            o.sampler = match v {
+                "signal" | "wall" => SamplerKind::Signal,
+                "cpu" => SamplerKind::Cpu,
+                "safepoint" => SamplerKind::Safepoint,
+                _ => return Err(format!("expected 'signal', 'cpu' or 'safepoint', got '{v}'")),
+            };
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "io",
         value: Some("GLOBS"),
         default: None,
@@ -455,6 +470,8 @@ pub struct AgentOptions {
     pub format: u16,
     /// Time between two stack samples (with [`EventGroup::Samples`]).
     pub interval: Duration,
+    /// How stacks are sampled (`sampler=`).
+    pub sampler: SamplerKind,
     /// The depths whose calls are traced (`depth=`).
     pub depth: DepthWindow,
     /// Target CALL+RETURN rate, events per second (`adapt=`).
@@ -495,6 +512,7 @@ impl Default for AgentOptions {
             flush: Duration::from_secs(1),
             format: 1,
             interval: Duration::from_millis(10),
+            sampler: SamplerKind::Signal,
             depth: DepthWindow::ALL,
             adapt: None,
             metrics: MetricSet::default(),
@@ -646,6 +664,30 @@ impl OptionError {
         match self {
             OptionError::Unknown { name, .. } => name,
             OptionError::Invalid { option, .. } => option,
+        }
+    }
+}
+
+/// How `events=samples` walks the threads' stacks (`sampler=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SamplerKind {
+    /// Wall-clock samples: the sampler thread signals the threads and each
+    /// walks its own stack (`AsyncGetCallTrace`), without a safepoint.
+    #[default]
+    Signal,
+    /// CPU samples: a per-thread CPU-time timer signals the thread.
+    Cpu,
+    /// One `GetAllStackTraces` per interval, at a safepoint.
+    Safepoint,
+}
+
+impl SamplerKind {
+    /// The name used in `sampler=`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SamplerKind::Signal => "signal",
+            SamplerKind::Cpu => "cpu",
+            SamplerKind::Safepoint => "safepoint",
         }
     }
 }

@@ -1,0 +1,725 @@
+//! Stack samples without a safepoint (`sampler=signal`, the default, and
+//! `sampler=cpu`): the sampled thread walks its own stack in a signal
+//! handler with HotSpot's exported `AsyncGetCallTrace`, where it stands,
+//! instead of waiting for a safepoint poll.
+//!
+//! Why this shape: `GetAllStackTraces` stops every thread at a safepoint,
+//! so each sample lands on a poll the JIT placed (never inside inlined
+//! code) and each tick pauses the JVM. A signal interrupts the thread at
+//! the instruction it runs, and `AsyncGetCallTrace` (the walker JFR's
+//! predecessor and async-profiler use) maps that pc to the Java frames,
+//! inlined ones included, with their bytecode index.
+//!
+//! * **Wall** (`signal`): each interval the sampler thread lists the
+//!   threads (`GetAllThreads`), reads each one's JVMTI state (no
+//!   safepoint), and sends SIGPROF to it with `tgkill`; when there are
+//!   more than [`WALL_THREADS`], a rotating subset, as async-profiler's
+//!   wall mode does. A thread blocked in a system call walks from its last
+//!   Java frame. The state comes from the sampler thread, never the
+//!   handler.
+//! * **CPU** (`cpu`): a POSIX timer per thread on the thread's own CPU
+//!   clock (`timer_create` with `SIGEV_THREAD_ID`) fires SIGPROF into the
+//!   thread after every `interval` of CPU time it used.
+//!
+//! The handler is async-signal-safe: no allocation, no lock, no panic. It
+//! gets the thread's `JNIEnv` from `JavaVM::GetEnv` (a thread-local read),
+//! claims a free slot of a preallocated ring ([`RING`]) with one CAS,
+//! lets `AsyncGetCallTrace` write the frames into it and publishes it; the
+//! sampler thread drains the ring every tick and resolves the jmethodIDs.
+//! `AsyncGetCallTrace` names only methods that have a jmethodID, which
+//! HotSpot creates lazily, so every prepared class gets its ids (the
+//! JVMTI ClassPrepare event and one pass over the loaded classes,
+//! async-profiler's warm-up), and ClassLoad is enabled, without which it
+//! refuses to walk.
+//!
+//! A walk that fails is a dropped sample, counted by the error code
+//! `AsyncGetCallTrace` returns (GC active, not walkable, deoptimizing …).
+//! No SIGSEGV guard is installed around the walk: HotSpot owns SIGSEGV
+//! (implicit null checks, stack banging, safepoint polls) and chaining
+//! in front of it is only sound through libjsig; since JDK 17 the
+//! HotSpot walker reports the unwalkable cases through those codes.
+//! The handler stays installed after a recording (a late signal must not
+//! hit SIGPROF's default action, which kills the process) and does
+//! nothing while no recording samples.
+
+use crate::agent::Agent;
+use crate::jvmti::{Jni, LocalRef};
+use crate::sys;
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use vmview_options::{AgentOptions, EventGroup, SamplerKind};
+
+/// Deepest walk; the same cut as the safepoint sampler's.
+const DEPTH: usize = crate::sampler::MAX_DEPTH as usize;
+/// Slots of the ring: samples taken but not yet drained.
+const SLOTS: usize = 256;
+/// Most threads signalled per wall tick.
+pub const WALL_THREADS: usize = 32;
+/// The longest a wall tick waits for the signalled threads to answer. A
+/// thread that answers later is dropped (its state would be stale).
+const ANSWER_WAIT: Duration = Duration::from_millis(50);
+const SIGNAL: c_int = libc::SIGPROF;
+
+/// The answer of a thread without a JNIEnv (not `AsyncGetCallTrace`'s).
+const NOT_JAVA: i32 = -100;
+
+const FREE: u8 = 0;
+const WRITING: u8 = 1;
+const READY: u8 = 2;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CallFrame {
+    /// The bytecode index, or negative (-3: a native method).
+    lineno: i32,
+    method: sys::jmethodID,
+}
+
+#[repr(C)]
+struct CallTrace {
+    env: *mut sys::JNIEnv,
+    /// Frames written, or an error code (<= 0).
+    num_frames: i32,
+    frames: *mut CallFrame,
+}
+
+type Agct = unsafe extern "C" fn(*mut CallTrace, c_int, *mut c_void);
+
+/// One sample between the handler that took it and the sampler thread.
+struct Slot {
+    state: AtomicU8,
+    tid: AtomicI32,
+    cpu: AtomicBool,
+    time: AtomicU64,
+    count: AtomicI32,
+    frames: UnsafeCell<[CallFrame; DEPTH]>,
+}
+
+// SAFETY: `frames` is written only by the handler that moved `state` from
+// FREE to WRITING and read only by the sampler after it saw READY.
+unsafe impl Sync for Slot {}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY_SLOT: Slot = Slot {
+    state: AtomicU8::new(FREE),
+    tid: AtomicI32::new(0),
+    cpu: AtomicBool::new(false),
+    time: AtomicU64::new(0),
+    count: AtomicI32::new(0),
+    frames: UnsafeCell::new(
+        [CallFrame {
+            lineno: 0,
+            method: std::ptr::null_mut(),
+        }; DEPTH],
+    ),
+};
+
+static RING: [Slot; SLOTS] = [EMPTY_SLOT; SLOTS];
+static NEXT_SLOT: AtomicU64 = AtomicU64::new(0);
+/// Whether a recording samples now: the handler does nothing otherwise.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static AGCT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+static VM: AtomicPtr<sys::JavaVM> = AtomicPtr::new(std::ptr::null_mut());
+/// Samples lost because every slot was taken.
+static RING_FULL: AtomicU64 = AtomicU64::new(0);
+/// The outcome of the one-time set-up: the handler installed, or why not.
+static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+/// `Thread::_osthread` and `OSThread::_thread_id`, from `gHotSpotVMStructs`.
+static OFFSETS: OnceLock<(usize, usize)> = OnceLock::new();
+
+/// What the recording's sampler is, decided when it is created: written
+/// to the trace header as `sampler`.
+pub fn choose(options: &AgentOptions) -> (&'static str, Option<String>) {
+    if !options.events.contains(EventGroup::Samples) {
+        return ("none", None);
+    }
+    let wanted = match options.sampler {
+        SamplerKind::Safepoint => return ("safepoint", None),
+        SamplerKind::Signal => "signal",
+        SamplerKind::Cpu => "cpu",
+    };
+    match INSTALLED.get_or_init(install) {
+        Ok(()) => (wanted, None),
+        Err(why) => (
+            "safepoint",
+            Some(format!("sampler={wanted} unavailable: {why}")),
+        ),
+    }
+}
+
+/// Whether the current options sample with signals (after [`choose`]).
+pub fn in_use(options: &AgentOptions) -> bool {
+    options.events.contains(EventGroup::Samples)
+        && options.sampler != SamplerKind::Safepoint
+        && matches!(INSTALLED.get(), Some(Ok(())))
+}
+
+/// Finds `AsyncGetCallTrace` and installs the SIGPROF handler, once.
+fn install() -> Result<(), String> {
+    // SAFETY: dlsym with RTLD_DEFAULT only looks a symbol up.
+    let agct = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"AsyncGetCallTrace".as_ptr()) };
+    if agct.is_null() {
+        return Err("this JVM exports no AsyncGetCallTrace".to_string());
+    }
+    let table = crate::metrics::VmStructs::find()
+        .ok_or("this JVM exports no gHotSpotVMStructs (needed for thread ids)")?;
+    let osthread = table
+        .offset("Thread", "_osthread")
+        .or_else(|| table.offset("JavaThread", "_osthread"))
+        .ok_or("this JVM does not export Thread::_osthread")?;
+    let thread_id = table
+        .offset("OSThread", "_thread_id")
+        .ok_or("this JVM does not export OSThread::_thread_id")?;
+    let _ = OFFSETS.set((osthread, thread_id));
+    debug_non_safepoints(&table);
+    AGCT.store(agct, Ordering::Release);
+    // SAFETY: sigaction with a zeroed struct, filled field by field; the
+    // old action is only read.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(SIGNAL, std::ptr::null(), &mut old) != 0 {
+            return Err("cannot read the SIGPROF action".to_string());
+        }
+        if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+            return Err(
+                "SIGPROF already has a handler (another profiler in this JVM?)".to_string(),
+            );
+        }
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        if libc::sigaction(SIGNAL, &sa, std::ptr::null_mut()) != 0 {
+            return Err("cannot install the SIGPROF handler".to_string());
+        }
+    }
+    Ok(())
+}
+
+/// Switches HotSpot's `DebugNonSafepoints` on, as async-profiler does:
+/// without it the JIT records where each inlined method's code lies only
+/// at safepoint polls and calls, so `AsyncGetCallTrace` maps a pc inside
+/// inlined code to the nearest poll, in the caller, the very skew the
+/// signal walk is there to avoid. Set while the agent loads, it holds for
+/// every method compiled; attached later, for those compiled from then
+/// on. The flag is found in HotSpot's own flag table (`JVMFlag::flags`),
+/// and only a flag of that name and type `bool` is written.
+fn debug_non_safepoints(table: &crate::metrics::VmStructs) {
+    let flag = || -> Option<()> {
+        let flags = table.static_address("JVMFlag", "flags")?;
+        let count = table.static_address("JVMFlag", "numFlags")?;
+        let name_at = table.offset("JVMFlag", "_name")?;
+        let addr_at = table.offset("JVMFlag", "_addr")?;
+        let size = crate::metrics::VmStructs::type_size("JVMFlag")?;
+        // SAFETY: `flags` holds a `JVMFlag*` to `numFlags` entries of
+        // `size` bytes, each with a C-string name and the flag's address.
+        unsafe {
+            let first = (flags as *const *const u8).read();
+            let n = (count as *const usize).read();
+            if first.is_null() || size == 0 || n > 10_000 {
+                return None;
+            }
+            for i in 0..n {
+                let entry = first.add(i * size);
+                let name = (entry.add(name_at) as *const *const std::ffi::c_char).read();
+                if name.is_null()
+                    || std::ffi::CStr::from_ptr(name).to_bytes() != b"DebugNonSafepoints"
+                {
+                    continue;
+                }
+                let addr = (entry.add(addr_at) as *const *mut u8).read();
+                if !addr.is_null() {
+                    addr.write_volatile(1);
+                }
+                return Some(());
+            }
+        }
+        None
+    };
+    let _ = flag();
+}
+
+/// The SIGPROF handler. Async-signal-safe: atomics, `GetEnv`, the walk.
+unsafe extern "C" fn on_signal(_sig: c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
+    // SAFETY: errno is this thread's; restored so that the interrupted
+    // code sees its own.
+    let errno = unsafe { libc::__errno_location() };
+    let saved = unsafe { *errno };
+    // SAFETY: `info` and `context` come from the kernel.
+    unsafe { take_sample(info, context) };
+    unsafe { *errno = saved };
+}
+
+unsafe fn take_sample(info: *mut libc::siginfo_t, context: *mut c_void) {
+    if !ACTIVE.load(Ordering::Acquire) {
+        return;
+    }
+    let agct = AGCT.load(Ordering::Acquire);
+    let vm = VM.load(Ordering::Acquire);
+    if agct.is_null() || vm.is_null() {
+        return;
+    }
+    // SAFETY: `info` is the kernel's siginfo for this signal.
+    let cpu = !info.is_null() && unsafe { (*info).si_code } == libc::SI_TIMER;
+    let mut env: *mut c_void = std::ptr::null_mut();
+    // SAFETY: `vm` is the live JavaVM; GetEnv reads the thread's
+    // thread-local JavaThread and allocates nothing.
+    let rc = unsafe {
+        match (**vm).GetEnv {
+            Some(get_env) => get_env(vm, &mut env, sys::JNI_VERSION_1_6),
+            None => sys::JNI_ERR,
+        }
+    };
+    if rc != sys::JNI_OK || env.is_null() {
+        env = std::ptr::null_mut();
+    }
+    let start = NEXT_SLOT.fetch_add(1, Ordering::Relaxed) as usize;
+    let mut claimed = None;
+    for i in 0..SLOTS {
+        if let Some(slot) = RING.get((start + i) % SLOTS) {
+            if slot
+                .state
+                .compare_exchange(FREE, WRITING, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                claimed = Some(slot);
+                break;
+            }
+        }
+    }
+    let Some(slot) = claimed else {
+        RING_FULL.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let mut trace = CallTrace {
+        env: env.cast(),
+        num_frames: 0,
+        frames: slot.frames.get().cast(),
+    };
+    if env.is_null() {
+        // Not a Java thread (any more): the answer says so.
+        trace.num_frames = NOT_JAVA;
+    } else {
+        // SAFETY: AGCT is HotSpot's `AsyncGetCallTrace(ASGCT_CallTrace*,
+        // jint depth, void* ucontext)`; the frame buffer holds DEPTH frames.
+        unsafe {
+            let walk: Agct = std::mem::transmute::<*mut c_void, Agct>(agct);
+            walk(&mut trace, DEPTH as c_int, context);
+        }
+    }
+    slot.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
+    slot.cpu.store(cpu, Ordering::Relaxed);
+    slot.time.store(crate::clock::now_ns(), Ordering::Relaxed);
+    slot.count.store(trace.num_frames, Ordering::Relaxed);
+    slot.state.store(READY, Ordering::Release);
+}
+
+/// One thread's sampled stack, resolved enough for the sampler.
+pub struct Walk {
+    pub thread: LocalRef,
+    /// JVMTI state bits, read by the sampler thread.
+    pub state: u32,
+    pub time_ns: u64,
+    /// Top first, as JVMTI gives them (location = bci, -1 when unknown).
+    pub frames: Vec<sys::jvmtiFrameInfo>,
+}
+
+/// Why walks failed, by `AsyncGetCallTrace`'s codes (0 to -10).
+const CODE_NAMES: [&str; 11] = [
+    "no Java frame",
+    "no class load event",
+    "GC active",
+    "unknown state, not Java",
+    "not walkable, not Java",
+    "unknown Java state",
+    "not walkable, Java",
+    "unknown thread state",
+    "thread exiting",
+    "deoptimizing",
+    "at a safepoint",
+];
+
+/// The sampler thread's side: which threads to signal, their timers, the
+/// drain of the ring.
+pub struct SignalSampler {
+    cpu: bool,
+    interval: Duration,
+    eetop: sys::jfieldID,
+    /// `Thread::_osthread` and `OSThread::_thread_id`.
+    osthread: usize,
+    thread_id: usize,
+    own_tid: i32,
+    rotate: usize,
+    /// CPU timers by thread id.
+    timers: HashMap<i32, libc::timer_t>,
+    walks: u64,
+    failed: [u64; CODE_NAMES.len()],
+    /// Answers of threads without a JNIEnv.
+    not_java: u64,
+    late: u64,
+}
+
+impl SignalSampler {
+    /// Prepares signal sampling on the sampler thread: the thread-id
+    /// offsets, the jmethodID warm-up, and switches the handler on.
+    pub fn new(agent: &Agent, jni: Jni) -> Result<SignalSampler, String> {
+        let (osthread, thread_id) = *OFFSETS.get().ok_or("the signal handler is not installed")?;
+        let class = jni.find_class(c"java/lang/Thread");
+        let eetop = (!class.is_null())
+            .then(|| jni.field_id(class.get(), c"eetop", c"J"))
+            .flatten()
+            .ok_or("java.lang.Thread has no eetop field")?;
+        let mut vm: *mut sys::JavaVM = std::ptr::null_mut();
+        // SAFETY: the sampler thread's own JNIEnv.
+        let rc = unsafe {
+            let env = jni.raw();
+            match (**env).GetJavaVM {
+                Some(f) => f(env, &mut vm),
+                None => sys::JNI_ERR,
+            }
+        };
+        if rc != sys::JNI_OK || vm.is_null() {
+            return Err("cannot get the JavaVM".to_string());
+        }
+        VM.store(vm, Ordering::Release);
+        // AsyncGetCallTrace walks only while ClassLoad is enabled; the
+        // ClassPrepare callback gives new classes their jmethodIDs. Both
+        // before the pass over the loaded classes, so none is missed.
+        for e in [sys::JVMTI_EVENT_CLASS_LOAD, sys::JVMTI_EVENT_CLASS_PREPARE] {
+            agent
+                .jvmti
+                .set_event(true, e)
+                .map_err(|e| format!("cannot enable class events: {e}"))?;
+        }
+        jni.with_local_frame(16, || {
+            if let Ok(classes) = agent.jvmti.loaded_classes(jni) {
+                for c in &classes {
+                    let prepared = agent
+                        .jvmti
+                        .class_status(c.get())
+                        .is_ok_and(|s| s & sys::JVMTI_CLASS_STATUS_PREPARED as i32 != 0);
+                    if prepared {
+                        let _ = agent.jvmti.create_method_ids(c.get());
+                    }
+                }
+            }
+        });
+        ACTIVE.store(true, Ordering::Release);
+        Ok(SignalSampler {
+            cpu: agent.options.sampler == SamplerKind::Cpu,
+            interval: agent.options.interval,
+            eetop,
+            osthread,
+            thread_id,
+            // SAFETY: gettid has no preconditions.
+            own_tid: unsafe { libc::gettid() },
+            rotate: 0,
+            timers: HashMap::new(),
+            walks: 0,
+            failed: [0; CODE_NAMES.len()],
+            not_java: 0,
+            late: 0,
+        })
+    }
+
+    /// The OS thread id of a live `thread`, through `Thread.eetop` (its
+    /// `JavaThread*`, 0 once it ended) and HotSpot's exported offsets.
+    fn tid(&self, jni: Jni, thread: sys::jthread) -> Option<i32> {
+        let java_thread = jni.long_field(thread, self.eetop) as usize;
+        if java_thread == 0 {
+            return None;
+        }
+        // SAFETY: the thread was alive a moment ago (JVMTI state) and its
+        // JavaThread and OSThread are C-heap objects that stay mapped; a
+        // thread that ended in between yields a stale id at worst, which
+        // tgkill refuses or a non-Java thread ignores (no JNIEnv).
+        let tid = unsafe {
+            let os = ((java_thread + self.osthread) as *const usize).read_volatile();
+            if os == 0 {
+                return None;
+            }
+            ((os + self.thread_id) as *const i32).read_volatile()
+        };
+        (tid > 0).then_some(tid)
+    }
+
+    /// One tick: signals the threads (wall) or keeps their CPU timers, and
+    /// returns the samples taken.
+    pub fn tick(&mut self, agent: &Agent, jni: Jni) -> Vec<Walk> {
+        let threads = match agent.jvmti.all_threads(jni) {
+            Ok(t) => t,
+            Err(e) => {
+                agent.problems.jvmti(e);
+                return Vec::new();
+            }
+        };
+        // (tid, thread, state bits)
+        let mut live: Vec<(i32, LocalRef, u32)> = Vec::with_capacity(threads.len());
+        for t in threads {
+            let Ok(state) = agent.jvmti.thread_state(t.get()) else {
+                continue;
+            };
+            if state & sys::JVMTI_THREAD_STATE_ALIVE == 0 {
+                continue;
+            }
+            let Some(tid) = self.tid(jni, t.get()) else {
+                continue;
+            };
+            if tid != self.own_tid {
+                live.push((tid, t, state));
+            }
+        }
+        if self.cpu {
+            self.keep_timers(agent, &live);
+            let mut out = Vec::new();
+            self.drain(|tid, cpu, time, frames| {
+                let Some(frames) = frames.filter(|_| cpu) else {
+                    return;
+                };
+                if let Some((_, t, _)) = live.iter().find(|(id, _, _)| *id == tid) {
+                    out.push(Walk {
+                        thread: LocalRef::new(jni, jni_new_local(jni, t.get())),
+                        state: sys::JVMTI_THREAD_STATE_ALIVE | sys::JVMTI_THREAD_STATE_RUNNABLE,
+                        time_ns: time,
+                        frames,
+                    });
+                }
+            });
+            return out;
+        }
+        // Wall: a rotating subset when there are many threads.
+        let n = live.len();
+        let chosen: Vec<usize> = if n <= WALL_THREADS {
+            (0..n).collect()
+        } else {
+            let first = self.rotate % n;
+            self.rotate = (first + WALL_THREADS) % n;
+            (0..WALL_THREADS).map(|i| (first + i) % n).collect()
+        };
+        // Answers left in the ring from an earlier tick are stale.
+        let mut stale = 0;
+        self.drain(|_, _, _, _| stale += 1);
+        self.late += stale;
+        // Wall samples carry the tick's time, as the safepoint sampler's
+        // do: the samples of one tick are one moment of the JVM (the
+        // monitors a blocked thread waits for and who holds them).
+        let tick_ns = crate::clock::now_ns();
+        let pid = std::process::id() as i32;
+        let mut pending: Vec<(i32, usize, u64)> = Vec::with_capacity(chosen.len());
+        for i in chosen {
+            let tid = live[i].0;
+            let sent = crate::clock::now_ns();
+            // SAFETY: tgkill only sends a signal to a thread of this process.
+            let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, SIGNAL) };
+            if rc == 0 {
+                pending.push((tid, i, sent));
+            }
+        }
+        let mut out = Vec::with_capacity(pending.len());
+        let deadline =
+            Instant::now() + ANSWER_WAIT.min(self.interval.max(Duration::from_millis(5)) * 4);
+        while !pending.is_empty() {
+            let mut late = 0;
+            self.drain(|tid, cpu, time, frames| {
+                if cpu {
+                    return;
+                }
+                match pending
+                    .iter()
+                    .position(|(id, _, sent)| *id == tid && time >= *sent)
+                {
+                    Some(p) => {
+                        let (_, i, _) = pending.swap_remove(p);
+                        let Some(frames) = frames else { return };
+                        let (_, t, state) = &live[i];
+                        out.push(Walk {
+                            thread: LocalRef::new(jni, jni_new_local(jni, t.get())),
+                            state: *state,
+                            time_ns: tick_ns,
+                            frames,
+                        });
+                    }
+                    None => late += 1,
+                }
+            });
+            self.late += late;
+            if pending.is_empty() || Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        self.late += pending.len() as u64;
+        out
+    }
+
+    /// Takes every ready slot out of the ring, counting failed walks and
+    /// handing each to `f(tid, cpu, time, frames)` (`None`: the walk
+    /// failed, or the thread has no Java frame).
+    fn drain(&mut self, mut f: impl FnMut(i32, bool, u64, Option<Vec<sys::jvmtiFrameInfo>>)) {
+        for slot in RING.iter() {
+            if slot.state.load(Ordering::Acquire) != READY {
+                continue;
+            }
+            let count = slot.count.load(Ordering::Relaxed);
+            let tid = slot.tid.load(Ordering::Relaxed);
+            let cpu = slot.cpu.load(Ordering::Relaxed);
+            let time = slot.time.load(Ordering::Relaxed);
+            self.walks += 1;
+            if count <= 0 {
+                let code = count.unsigned_abs() as usize;
+                if let Some(c) = self.failed.get_mut(code) {
+                    *c += 1;
+                } else {
+                    self.not_java += 1;
+                }
+                slot.state.store(FREE, Ordering::Release);
+                f(tid, cpu, time, None);
+                continue;
+            }
+            // SAFETY: READY: the handler finished writing `count` frames.
+            let frames = unsafe { &*slot.frames.get() };
+            let frames: Vec<sys::jvmtiFrameInfo> = frames
+                .iter()
+                .take((count as usize).min(DEPTH))
+                .map(|c| sys::jvmtiFrameInfo {
+                    method: c.method,
+                    location: if c.lineno >= 0 { c.lineno.into() } else { -1 },
+                })
+                .collect();
+            slot.state.store(FREE, Ordering::Release);
+            if frames.iter().any(|f| f.method.is_null()) {
+                self.failed[5] += 1;
+                f(tid, cpu, time, None);
+                continue;
+            }
+            f(tid, cpu, time, Some(frames));
+        }
+    }
+
+    /// Gives every live thread a CPU timer and deletes those of threads
+    /// gone.
+    fn keep_timers(&mut self, agent: &Agent, live: &[(i32, LocalRef, u32)]) {
+        let ns = self.interval.as_nanos().min(999_999_999_999) as i64;
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: ns / 1_000_000_000,
+                tv_nsec: ns % 1_000_000_000,
+            },
+            it_value: libc::timespec {
+                tv_sec: ns / 1_000_000_000,
+                tv_nsec: ns % 1_000_000_000,
+            },
+        };
+        for (tid, _, _) in live {
+            if self.timers.contains_key(tid) {
+                continue;
+            }
+            // The thread's CPU clock, as the kernel numbers it
+            // (MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)).
+            let clock = ((!(*tid as libc::clockid_t)) << 3) | 6;
+            // SAFETY: a zeroed sigevent filled for SIGEV_THREAD_ID; the
+            // timer id is written by timer_create.
+            unsafe {
+                let mut ev: libc::sigevent = std::mem::zeroed();
+                ev.sigev_signo = SIGNAL;
+                ev.sigev_notify = libc::SIGEV_THREAD_ID;
+                ev.sigev_notify_thread_id = *tid;
+                let mut timer: libc::timer_t = std::ptr::null_mut();
+                if libc::timer_create(clock, &mut ev, &mut timer) != 0 {
+                    agent.problems.capture(|| {
+                        format!(
+                            "sampler=cpu: timer_create failed for thread {tid}: {}",
+                            std::io::Error::last_os_error()
+                        )
+                    });
+                    continue;
+                }
+                libc::timer_settime(timer, 0, &spec, std::ptr::null_mut());
+                self.timers.insert(*tid, timer);
+            }
+        }
+        self.timers.retain(|tid, timer| {
+            let alive = live.iter().any(|(id, _, _)| id == tid);
+            if !alive {
+                // SAFETY: a timer this sampler created.
+                unsafe { libc::timer_delete(*timer) };
+            }
+            alive
+        });
+    }
+
+    /// Switches the handler off and deletes the timers; says how many
+    /// walks failed when it was a large share.
+    pub fn stop(&mut self, agent: &Agent) {
+        ACTIVE.store(false, Ordering::Release);
+        for (_, timer) in self.timers.drain() {
+            // SAFETY: a timer this sampler created.
+            unsafe { libc::timer_delete(timer) };
+        }
+        // Codes 0 and -3 are threads without a walkable Java frame (the
+        // Signal Dispatcher, a thread inside the VM's own code): no loss.
+        let failed: u64 = self
+            .failed
+            .iter()
+            .enumerate()
+            .filter(|(code, _)| *code != 0 && *code != 3)
+            .map(|(_, n)| n)
+            .sum();
+        let full = RING_FULL.swap(0, Ordering::Relaxed);
+        if self.walks > 0 && (failed + full) * 4 > self.walks && !agent.options.quiet {
+            let why: Vec<String> = self
+                .failed
+                .iter()
+                .zip(CODE_NAMES)
+                .enumerate()
+                .filter(|(code, (n, _))| **n > 0 && *code != 0 && *code != 3)
+                .map(|(_, x)| x)
+                .map(|(n, name)| format!("{name}: {n}"))
+                .collect();
+            crate::problems::say(&format!(
+                "{} of {} stack walks failed and were dropped ({}), {full} lost to a full ring",
+                failed,
+                self.walks,
+                why.join(", ")
+            ));
+        }
+    }
+}
+
+/// A new local reference to `obj` (the walk outlives the tick's list).
+fn jni_new_local(jni: Jni, obj: sys::jobject) -> sys::jobject {
+    // SAFETY: the sampler thread's own JNIEnv and a live local reference.
+    unsafe {
+        let env = jni.raw();
+        match (**env).NewLocalRef {
+            Some(f) => f(env, obj),
+            None => std::ptr::null_mut(),
+        }
+    }
+}
+
+/// ClassPrepare: gives the class's methods their jmethodIDs while signal
+/// sampling is on.
+pub fn on_class_prepare(agent: &Agent, class: sys::jclass) {
+    if ACTIVE.load(Ordering::Relaxed) {
+        let _ = agent.jvmti.create_method_ids(class);
+    }
+}
+
+/// Installs the (empty) ClassLoad callback: `AsyncGetCallTrace` only
+/// walks while some environment has ClassLoad enabled.
+pub fn install_callbacks(cb: &mut sys::jvmtiEventCallbacks) {
+    cb.ClassLoad = Some(class_load);
+}
+
+unsafe extern "C" fn class_load(
+    _env: *mut sys::jvmtiEnv,
+    _jni: *mut sys::JNIEnv,
+    _thread: sys::jthread,
+    _class: sys::jclass,
+) {
+}

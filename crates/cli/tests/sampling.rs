@@ -1,0 +1,194 @@
+//! `sampler=signal` (the default), `sampler=cpu` and `sampler=safepoint`:
+//! which sampler ran, whether samples land inside inlined code, and the
+//! thread states of the signal sampler (docs/SAMPLING.md).
+
+use crate::support::*;
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// The trace header's properties, through `vmview stats --format json`.
+fn properties(rec: &Recording) -> Value {
+    let out = run(&["stats", path_str(&rec.trace), "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats: Value = serde_json::from_slice(&out.stdout).expect("stats json");
+    stats["properties"].clone()
+}
+
+/// How many of `thread`'s samples have each top-frame method.
+fn leaves(events: &[Value], thread: &str) -> HashMap<String, usize> {
+    let mut n = HashMap::new();
+    for s in of_type(events, "SAMPLE") {
+        if s["thread"] == thread {
+            let top = s["stack"][0]["method"].as_str().unwrap_or("-").to_string();
+            *n.entry(top).or_insert(0) += 1;
+        }
+    }
+    n
+}
+
+fn count(leaves: &HashMap<String, usize>, method: &str) -> usize {
+    leaves.get(method).copied().unwrap_or(0)
+}
+
+#[test]
+fn signal_samples_land_in_methods_inlined_into_a_hot_loop() {
+    // fx.HotLoop: light() and heavy() (90 % of the work, straight-line
+    // code without a safepoint poll) inlined into main's loop. At
+    // safepoints every sample lands on the loop's poll, in main; the
+    // signal walk finds the two methods.
+    let rec = record(&["--events", "samples"], &[], "fx.HotLoop", &[]);
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    assert_eq!(properties(&rec)["sampler"], "signal", "the default");
+    let main = leaves(&rec.events(), "main");
+    let total: usize = main.values().sum();
+    let inlined = count(&main, "light") + count(&main, "heavy");
+    assert!(total >= 50, "main was sampled {total} times: {main:?}");
+    assert!(
+        inlined * 2 >= total,
+        "{inlined} of {total} main samples in light/heavy: {main:?}"
+    );
+}
+
+#[test]
+fn signal_samples_split_two_inlined_methods_by_their_work() {
+    // fx.Split: three() does 12 xorshift steps, one() 4, both inlined:
+    // three() holds 75 % of the two methods' work.
+    let rec = record(&["--events", "samples"], &[], "fx.Split", &[]);
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    let main = leaves(&rec.events(), "main");
+    let (three, one) = (count(&main, "three"), count(&main, "one"));
+    assert!(three + one >= 50, "{main:?}");
+    let share = three as f64 / (three + one) as f64;
+    assert!(
+        (0.60..=0.90).contains(&share),
+        "three() got {:.0} % of the two methods' samples, expected 75 ± 15: {main:?}",
+        share * 100.0
+    );
+}
+
+#[test]
+fn cpu_sampler_samples_running_threads_by_their_cpu_time() {
+    // sampler=cpu: a CPU-time timer per thread. fx.Split runs until main
+    // used 2 s of CPU, so a loaded machine does not thin the samples;
+    // the sleeping threads get none.
+    let rec = record(
+        &[
+            "--events",
+            "samples",
+            "--sampler",
+            "cpu",
+            "--interval",
+            "5ms",
+        ],
+        &[],
+        "fx.Split",
+        &[],
+    );
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    assert_eq!(properties(&rec)["sampler"], "cpu");
+    let events = rec.events();
+    let samples = of_type(&events, "SAMPLE");
+    assert!(samples.iter().all(|s| s["state"] == "RUN"), "on CPU = RUN");
+    assert!(
+        !samples.iter().any(|s| s["thread"] == "Finalizer"),
+        "a waiting thread uses no CPU"
+    );
+    let main = leaves(&events, "main");
+    let (three, one) = (count(&main, "three"), count(&main, "one"));
+    assert!(three + one >= 50, "{main:?}");
+    let share = three as f64 / (three + one) as f64;
+    assert!((0.60..=0.90).contains(&share), "{main:?}");
+}
+
+#[test]
+fn safepoint_sampler_is_kept_and_named_in_the_trace() {
+    let rec = record(
+        &["--events", "samples", "--sampler", "safepoint"],
+        &[],
+        "fx.HotLoop",
+        &["300"],
+    );
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    assert_eq!(properties(&rec)["sampler"], "safepoint");
+    assert!(!leaves(&rec.events(), "main").is_empty());
+}
+
+#[test]
+fn signal_samples_keep_every_thread_state() {
+    // fx.States holds one thread in each state until the JVM exits; the
+    // state comes from JVMTI (asked by the sampler thread), the stack
+    // from the thread's own signal handler. The last samples of each
+    // thread are taken well after it reached its state.
+    let rec = record(
+        &["--events", "samples", "--interval", "5ms"],
+        &[],
+        "fx.States",
+        &[],
+    );
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    let events = rec.events();
+    let samples = of_type(&events, "SAMPLE");
+    // (thread, state, a method near the top of its stack)
+    for (thread, state, near_top) in [
+        ("st-run", "RUN", "spinForever"),
+        ("st-sleep", "SLEEP", "sleepForever"),
+        ("st-wait", "WAIT", "waitForever"),
+        ("st-hold", "SLEEP", "holdForever"),
+        ("st-block", "BLOCKED", "blockForever"),
+        ("st-read", "IO", "readForever"),
+    ] {
+        let of: Vec<&&Value> = samples.iter().filter(|s| s["thread"] == thread).collect();
+        assert!(of.len() >= 40, "{thread}: {} samples", of.len());
+        for s in &of[of.len() - 20..] {
+            assert_eq!(s["state"], state, "{thread}: {s}");
+            let stack = s["stack"].as_array().expect("stack");
+            assert!(
+                stack.iter().any(|f| f["method"] == near_top),
+                "{thread}: {s}"
+            );
+        }
+    }
+    // In a tick where st-block is sampled BLOCKED, the holder's sample
+    // names the monitor it holds, entered in holdForever.
+    let blocked_ticks: Vec<&Value> = samples
+        .iter()
+        .filter(|s| s["thread"] == "st-block" && s["state"] == "BLOCKED")
+        .map(|s| &s["time_ns"])
+        .collect();
+    let holders: Vec<&&Value> = samples
+        .iter()
+        .filter(|s| s["thread"] == "st-hold" && blocked_ticks.contains(&&s["time_ns"]))
+        .collect();
+    assert!(
+        !holders.is_empty(),
+        "st-hold sampled in a tick with st-block"
+    );
+    for h in holders {
+        let stack = h["stack"].as_array().expect("stack");
+        let at = stack
+            .iter()
+            .position(|f| f["method"] == "holdForever")
+            .expect("holdForever on the stack");
+        assert_eq!(h["monitors"][0]["depth"], at, "{h}");
+    }
+}
+
+#[test]
+fn a_bad_sampler_is_refused_before_java_starts() {
+    let rec = record(
+        &["--events", "samples", "--sampler", "fast"],
+        &[],
+        "fx.Hello",
+        &[],
+    );
+    assert!(!rec.output.status.success());
+    let err = rec.stderr();
+    assert!(
+        err.contains("sampler") && err.contains("safepoint"),
+        "names the option and the choices: {err}"
+    );
+}
