@@ -40,7 +40,12 @@ fn signal_samples_land_in_methods_inlined_into_a_hot_loop() {
     // code without a safepoint poll) inlined into main's loop. At
     // safepoints every sample lands on the loop's poll, in main; the
     // signal walk finds the two methods.
-    let rec = record(&["--events", "samples"], &[], "fx.HotLoop", &[]);
+    let rec = record(
+        &["--events", "samples", "--interval", "2ms"],
+        &[],
+        "fx.HotLoop",
+        &[],
+    );
     assert!(rec.output.status.success(), "{}", rec.stderr());
     assert_eq!(properties(&rec)["sampler"], "signal", "the default");
     let main = leaves(&rec.events(), "main");
@@ -57,7 +62,12 @@ fn signal_samples_land_in_methods_inlined_into_a_hot_loop() {
 fn signal_samples_split_two_inlined_methods_by_their_work() {
     // fx.Split: three() does 12 xorshift steps, one() 4, both inlined:
     // three() holds 75 % of the two methods' work.
-    let rec = record(&["--events", "samples"], &[], "fx.Split", &[]);
+    let rec = record(
+        &["--events", "samples", "--interval", "2ms"],
+        &[],
+        "fx.Split",
+        &[],
+    );
     assert!(rec.output.status.success(), "{}", rec.stderr());
     let main = leaves(&rec.events(), "main");
     let (three, one) = (count(&main, "three"), count(&main, "one"));
@@ -72,9 +82,9 @@ fn signal_samples_split_two_inlined_methods_by_their_work() {
 
 #[test]
 fn cpu_sampler_samples_running_threads_by_their_cpu_time() {
-    // sampler=cpu: a CPU-time timer per thread. fx.Split runs until main
-    // used 2 s of CPU, so a loaded machine does not thin the samples;
-    // the sleeping threads get none.
+    // sampler=cpu: a CPU-time timer per thread. fx.Split does a fixed
+    // amount of work, so a loaded machine does not thin the samples; the
+    // waiting threads get none.
     let rec = record(
         &[
             "--events",
@@ -110,7 +120,7 @@ fn safepoint_sampler_is_kept_and_named_in_the_trace() {
         &["--events", "samples", "--sampler", "safepoint"],
         &[],
         "fx.HotLoop",
-        &["300"],
+        &["100"],
     );
     assert!(rec.output.status.success(), "{}", rec.stderr());
     assert_eq!(properties(&rec)["sampler"], "safepoint");
