@@ -242,6 +242,7 @@ fn install_callbacks(jvmti: Jvmti, at_startup: bool) -> Result<(), String> {
     callbacks::install(&mut cb);
     crate::vthreads::install(&mut cb);
     crate::signal_sampler::install_callbacks(&mut cb);
+    crate::alloc_sampler::install_callbacks(&mut cb);
     // Every capture's callbacks: a later recording may use the other mode.
     for mode in [CaptureMode::Bci, CaptureMode::Jvmti] {
         capture::for_mode(mode).install_callbacks(&mut cb);
@@ -525,8 +526,11 @@ fn capabilities(
         caps.set_can_get_bytecodes(1);
         caps.set_can_get_constant_pool(1);
     }
-    if plan.samples {
+    crate::alloc_sampler::add_capabilities(o, &mut caps);
+    if plan.samples || o.events.contains(EventGroup::Alloc) {
         caps.set_can_get_line_numbers(1);
+    }
+    if plan.samples {
         // Only for the monitors a BLOCKED tick lists; an attached agent
         // of JDK 17 does not get it, and samples go without.
         if potential.is_none_or(|p| p.can_get_owned_monitor_stack_depth_info() != 0) {
@@ -684,6 +688,7 @@ impl Agent {
                 self.problems.jvmti(err);
             }
         }
+        crate::alloc_sampler::start(self);
         if plan.calls {
             if let Err(err) = crate::metrics::start(self, jni) {
                 self.problems.capture(|| err);

@@ -555,6 +555,36 @@ impl Jvmti {
         Ok(())
     }
 
+    /// The calling thread's own stack, top first, at most `max` frames
+    /// (no safepoint: a thread walks itself).
+    pub fn own_stack(self, max: usize) -> Result<Vec<sys::jvmtiFrameInfo>> {
+        let mut frames = vec![
+            sys::jvmtiFrameInfo {
+                method: ptr::null_mut(),
+                location: 0,
+            };
+            max
+        ];
+        let mut n = 0;
+        call!(
+            self.0,
+            GetStackTrace,
+            ptr::null_mut(),
+            0,
+            max as sys::jint,
+            frames.as_mut_ptr(),
+            &mut n
+        )?;
+        frames.truncate(n.max(0) as usize);
+        Ok(frames)
+    }
+
+    /// Samples about one allocation per `bytes` allocated by each thread
+    /// (`SampledObjectAlloc`).
+    pub fn set_heap_sampling_interval(self, bytes: i32) -> Result<()> {
+        call!(self.0, SetHeapSamplingInterval, bytes)
+    }
+
     /// The calling thread's `Thread` object (a local reference).
     pub fn current_thread(self, jni: Jni) -> Result<LocalRef> {
         let mut t = ptr::null_mut();

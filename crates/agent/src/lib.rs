@@ -27,6 +27,7 @@
 //! [`clock`].
 
 mod agent;
+mod alloc_sampler;
 mod app;
 mod buffers;
 mod calibrate;

@@ -34,13 +34,10 @@ use crate::clock;
 use crate::jvmti::{Jni, LocalRef, StackTrace};
 use crate::methods::{MethodInfo, PtrMap};
 use crate::sys;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-use vmview_format::{
-    Event, EventKind, Loc, MethodId, Monitor, StackId, StackSymbol, Symbol, ThreadRef, ThreadState,
-};
+use vmview_format::{Event, EventKind, Loc, MethodId, Monitor, StackId, ThreadRef, ThreadState};
 use vmview_options::{ClassFilter, EventGroup, TracePeriod};
 
 /// Deepest stack recorded; deeper frames (towards the base) are cut.
@@ -187,8 +184,6 @@ struct Sampler {
     io: ClassFilter,
     wait: ClassFilter,
     frames: PtrMap<Frame>,
-    stacks: HashMap<Box<[(MethodId, Loc)]>, StackId>,
-    next_stack: u32,
     /// Reused per thread per tick.
     scratch: Vec<(MethodId, Loc)>,
     /// Whether the environment may list the monitors a thread holds (an
@@ -222,8 +217,6 @@ impl Sampler {
             io: list(BUILTIN_IO, &agent.options.io),
             wait: list(BUILTIN_WAIT, &agent.options.wait),
             frames: PtrMap::default(),
-            stacks: HashMap::new(),
-            next_stack: 0,
             scratch: Vec::with_capacity(MAX_DEPTH as usize),
             monitors: agent
                 .jvmti
@@ -580,18 +573,7 @@ impl Sampler {
     /// The handle of the stack in `scratch`, defining its symbol (before
     /// any event uses it) on first sight.
     fn intern_stack(&mut self) -> StackId {
-        if let Some(id) = self.stacks.get(self.scratch.as_slice()) {
-            return *id;
-        }
-        let id = StackId(self.next_stack);
-        self.next_stack += 1;
-        let frames: Box<[(MethodId, Loc)]> = self.scratch.as_slice().into();
-        self.agent.symbols.define(Symbol::Stack(StackSymbol {
-            id,
-            frames: frames.to_vec(),
-        }));
-        self.stacks.insert(frames, id);
-        id
+        self.agent.symbols.stack(&self.scratch)
     }
 }
 

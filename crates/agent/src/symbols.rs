@@ -10,7 +10,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
-use vmview_format::{MethodId, MethodSymbol, StringId, Symbol, ThreadRef, ThreadSymbol};
+use vmview_format::{
+    Loc, MethodId, MethodSymbol, StackId, StackSymbol, StringId, Symbol, ThreadRef, ThreadSymbol,
+};
 
 #[derive(Default)]
 pub struct Symbols {
@@ -25,6 +27,9 @@ struct Inner {
     /// Methods by (class, name, descriptor): the probe's ids and the
     /// jmethodID cache (exception sites) name one method with one handle.
     methods: HashMap<(StringId, StringId, StringId), MethodId>,
+    /// Stacks of samples (SAMPLE, PERIOD_START, ALLOC_SAMPLE), top first:
+    /// the sampler thread and the allocating threads share the handles.
+    stacks: HashMap<Box<[(MethodId, Loc)]>, StackId>,
     pending: Vec<Symbol>,
 }
 
@@ -68,6 +73,22 @@ impl Symbols {
         id
     }
 
+    /// The handle of the stack `frames` (top first), defining it on first
+    /// use.
+    pub fn stack(&self, frames: &[(MethodId, Loc)]) -> StackId {
+        let mut inner = self.lock();
+        if let Some(id) = inner.stacks.get(frames) {
+            return *id;
+        }
+        let id = StackId(inner.stacks.len() as u32);
+        inner.stacks.insert(frames.into(), id);
+        inner.pending.push(Symbol::Stack(StackSymbol {
+            id,
+            frames: frames.to_vec(),
+        }));
+        id
+    }
+
     /// A fresh thread handle; define it with [`Symbols::define_thread`].
     pub fn new_thread_ref(&self) -> ThreadRef {
         ThreadRef(self.next_thread.fetch_add(1, Ordering::Relaxed))
@@ -80,12 +101,6 @@ impl Symbols {
 
     pub fn define_thread(&self, sym: ThreadSymbol) {
         self.lock().pending.push(Symbol::Thread(sym));
-    }
-
-    /// Queues a symbol its producer numbered itself (a stack the sampler
-    /// interned). Define it before pushing an event that uses it.
-    pub fn define(&self, sym: Symbol) {
-        self.lock().pending.push(sym);
     }
 
     /// Moves the symbols defined since the last call into `out`, in

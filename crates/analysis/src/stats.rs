@@ -372,7 +372,8 @@ impl EventSink for StatsBuilder {
             | EventKind::MonitorExit { .. }
             | EventKind::Bytecode { .. }
             | EventKind::ReactionHandlers { .. }
-            | EventKind::Foreign { .. } => {}
+            | EventKind::Foreign { .. }
+            | EventKind::AllocSample { .. } => {}
         }
     }
 }

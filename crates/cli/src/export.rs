@@ -36,7 +36,8 @@ chrome://tracing: a track per thread, a slice per call); speedscope is \
 speedscope's JSON (a time-ordered profile per thread); collapsed is folded \
 stacks of the call tree and svg a flame graph of it (weighed by self time \
 or, with --weight calls, by calls; --weight samples folds the stacks of \
-SAMPLE events instead); parquet is one row per event with \
+SAMPLE events instead, --weight alloc those of ALLOC_SAMPLE events by \
+bytes); parquet is one row per event with \
 typed columns (docs/PARQUET.md) for DuckDB, Spark, Trino. Calls whose \
 RETURN is missing end as cut off, RETURNs without their CALL are left out, \
 so timelines nest even on a cut trace.";
@@ -112,8 +113,11 @@ pub enum WeightBy {
     Time,
     /// Number of calls.
     Calls,
-    /// Stack samples (SAMPLE events, `--events samples`).
+    /// Stack samples (SAMPLE events, `--events samples`): wall-clock or
+    /// CPU samples, as the trace's `sampler` says.
     Samples,
+    /// Bytes of allocation samples (ALLOC_SAMPLE events, `--events alloc`).
+    Alloc,
 }
 
 /// Standard output or a created file, buffered.
@@ -133,6 +137,7 @@ fn collapse_options(args: &ExportArgs) -> CollapseOptions {
             WeightBy::Time => Weight::SelfTime,
             WeightBy::Calls => Weight::Calls,
             WeightBy::Samples => Weight::Samples,
+            WeightBy::Alloc => Weight::Alloc,
         },
         thread_frames: args.thread_frames,
         max_depth: args.max_depth,

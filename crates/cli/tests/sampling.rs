@@ -202,3 +202,74 @@ fn a_bad_sampler_is_refused_before_java_starts() {
         "names the option and the choices: {err}"
     );
 }
+
+#[test]
+fn alloc_samples_attribute_big_allocations_to_the_method_that_made_them() {
+    // fx.Allocs: makeBuffers() allocates ~200 MB of 100,000-byte arrays,
+    // makePoints() ~40 MB of small Points; about one sample per 512 KiB.
+    let rec = record(&["--events", "alloc"], &[], "fx.Allocs", &[]);
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    let events = rec.events();
+    let allocs = of_type(&events, "ALLOC_SAMPLE");
+    let top = |s: &Value| s["stack"][0]["method"].as_str().unwrap_or("-").to_string();
+    let buffers: Vec<&&Value> = allocs
+        .iter()
+        .filter(|s| s["class"] == "byte[]" && s["size"].as_u64().unwrap() >= 100_000)
+        .collect();
+    assert!(buffers.len() >= 100, "{} big-array samples", buffers.len());
+    for s in &buffers {
+        assert_eq!(top(s), "makeBuffers", "{s}");
+        assert_eq!(s["thread"], "main");
+    }
+    let points: Vec<&&Value> = allocs
+        .iter()
+        .filter(|s| s["class"] == "fx.Allocs$Point")
+        .collect();
+    assert!(points.len() >= 10, "{} Point samples", points.len());
+    assert!(points.iter().all(|s| top(s) == "makePoints"));
+
+    // --weight alloc folds them by bytes: makeBuffers' tower is the widest.
+    let out = run(&[
+        "export",
+        path_str(&rec.trace),
+        "--format",
+        "collapsed",
+        "--weight",
+        "alloc",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folded = String::from_utf8(out.stdout).expect("utf-8");
+    let bytes_of = |leaf: &str| -> u64 {
+        folded
+            .lines()
+            .filter(|l| l.rsplit_once(' ').is_some_and(|(p, _)| p.ends_with(leaf)))
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum()
+    };
+    let big = bytes_of("fx.Allocs.makeBuffers");
+    assert!(big >= 100 * 100_000, "{folded}");
+    assert!(big > bytes_of("fx.Allocs.makePoints"), "{folded}");
+
+    // The XML export is valid against the DTD and reads back.
+    let xml = rec.trace.with_extension("xml");
+    let out = run(&[
+        "export",
+        path_str(&rec.trace),
+        "--format",
+        "xml",
+        "-o",
+        path_str(&xml),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    crate::xml::assert_valid_xml(&xml);
+    let back = jsonl(&xml);
+    assert_eq!(of_type(&back, "ALLOC_SAMPLE").len(), allocs.len());
+}

@@ -45,6 +45,10 @@ pub enum Weight {
     Calls,
     /// SAMPLE events whose stack is the path (CALL/RETURN are ignored).
     Samples,
+    /// Bytes of the ALLOC_SAMPLE events whose stack is the path (each
+    /// sample's object size: with HotSpot's heap sampler a sample stands
+    /// for about `alloc-interval` bytes, big objects are picked more often).
+    Alloc,
 }
 
 /// How stacks are folded.
@@ -255,8 +259,21 @@ impl CallTree {
 
     /// Adds one event to the tree.
     pub fn add(&mut self, ev: &Event, syms: &SymbolTable) {
-        if self.opts.weight == Weight::Samples {
-            if let vmview_format::EventKind::Sample { stack, .. } = ev.kind {
+        if matches!(self.opts.weight, Weight::Samples | Weight::Alloc) {
+            let sampled = match ev.kind {
+                vmview_format::EventKind::Sample { stack, .. }
+                    if self.opts.weight == Weight::Samples =>
+                {
+                    Some((stack, 1))
+                }
+                vmview_format::EventKind::AllocSample { stack, size, .. }
+                    if self.opts.weight == Weight::Alloc =>
+                {
+                    Some((stack, size))
+                }
+                _ => None,
+            };
+            if let Some((stack, weight)) = sampled {
                 let root = self.thread_root(ev.thread, syms);
                 let node = match self.sampled.get(&(root, stack)) {
                     Some(&n) => n,
@@ -277,7 +294,7 @@ impl CallTree {
                     }
                 };
                 if node != 0 {
-                    self.nodes[node as usize].samples += 1;
+                    self.nodes[node as usize].samples += weight;
                 }
             }
             return;
@@ -336,7 +353,7 @@ impl CallTree {
             let w = match self.opts.weight {
                 Weight::SelfTime => n.self_ns,
                 Weight::Calls => n.calls,
-                Weight::Samples => n.samples,
+                Weight::Samples | Weight::Alloc => n.samples,
             };
             if w == 0 {
                 continue;

@@ -50,11 +50,15 @@ impl<W: Write> EventWriter for FlameGraphWriter<W> {
             Weight::SelfTime => "ns".to_string(),
             Weight::Calls => "calls".to_string(),
             Weight::Samples => "samples".to_string(),
+            Weight::Alloc => "bytes".to_string(),
         };
         options.subtitle = Some(match self.opts.weight {
             Weight::SelfTime => "width: wall time in traced methods (vmview CALL/RETURN)".into(),
             Weight::Calls => "width: number of calls (vmview CALL events)".into(),
             Weight::Samples => "width: stack samples (vmview SAMPLE events)".into(),
+            Weight::Alloc => {
+                "width: bytes of sampled allocations (vmview ALLOC_SAMPLE events)".into()
+            }
         });
         if lines.is_empty() {
             // inferno refuses an empty profile; an empty picture says the

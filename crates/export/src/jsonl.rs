@@ -197,6 +197,8 @@ struct WireEvent<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     count: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     loader: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     source: Option<Option<&'a str>>,
@@ -438,6 +440,11 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
             w.stack = Some(wire_stack(syms, *stack));
         }
         EventKind::PeriodEnd { period } => w.period = Some(*period),
+        EventKind::AllocSample { class, size, stack } => {
+            w.class = Some(syms.string(*class));
+            w.size = Some(*size);
+            w.stack = Some(wire_stack(syms, *stack));
+        }
         EventKind::Calibration { record, cost_ps } => {
             w.record = Some(record);
             w.cost_ps = Some(*cost_ps);

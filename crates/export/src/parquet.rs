@@ -642,6 +642,11 @@ impl<W: Write + Send> ParquetWriter<W> {
                 self.cols.stack.set(bytes(&stack_text(syms, *stack)));
             }
             EventKind::PeriodEnd { period } => self.cols.period.set(i64::from(*period)),
+            EventKind::AllocSample { class, size, stack } => {
+                self.cols.class.set(bytes(syms.string(*class)));
+                self.cols.count.set(*size as i64);
+                self.cols.stack.set(bytes(&stack_text(syms, *stack)));
+            }
             EventKind::TraceWindow { .. }
             | EventKind::Calibration { .. }
             | EventKind::ReactionHandlers { .. } => {}

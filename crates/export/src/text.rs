@@ -273,6 +273,18 @@ fn fields(ev: &Event, syms: &SymbolTable) -> Vec<(&'static str, String)> {
             }
         }
         EventKind::PeriodEnd { period } => f.push(("PERIOD", period.to_string())),
+        EventKind::AllocSample { class, size, stack } => {
+            f.push(("CLASS", syms.string(*class).to_string()));
+            f.push(("SIZE", size.to_string()));
+            match syms.stack(*stack) {
+                Some(st) => {
+                    for (m, loc) in &st.frames {
+                        f.push(("AT", site(syms, *m, loc)));
+                    }
+                }
+                None => f.push(("STACK", format!("unknown stack {}", stack.0))),
+            }
+        }
         EventKind::Calibration { record, cost_ps } => {
             f.push(("RECORD", record.clone()));
             f.push(("COST", format!("{:.3}ns", *cost_ps as f64 / 1000.0)));

@@ -359,6 +359,11 @@ fn render_event(b: &mut Vec<u8>, ev: &Event, syms: &SymbolTable) {
             frame_elems(b, *stack, syms);
         }
         EventKind::PeriodEnd { period } => elem_num(b, "PERIOD", u64::from(*period)),
+        EventKind::AllocSample { class, size, stack } => {
+            elem_class(b, "CLASS", syms.string(*class));
+            elem_num(b, "SIZE", *size);
+            frame_elems(b, *stack, syms);
+        }
         EventKind::Calibration { record, cost_ps } => {
             elem_text(b, "RECORD", record);
             elem_num(b, "COST", *cost_ps);

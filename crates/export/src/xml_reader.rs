@@ -121,9 +121,10 @@ enum Child {
     State,
     Frame,
     Held,
+    Size,
 }
 
-const CHILDREN: usize = 37;
+const CHILDREN: usize = 38;
 
 impl Child {
     fn name(self) -> &'static str {
@@ -132,7 +133,7 @@ impl Child {
             "ELAPSED", "EXC", "MSG", "LOADER", "SRC", "MON", "OWNER", "WAIT", "TIMEOUT",
             "TIMEDOUT", "DURATION", "COUNT", "VALUE", "PARAM", "CPU", "ALLOC", "MINDEPTH",
             "MAXDEPTH", "REASON", "RATE", "PERIOD", "RECORD", "COST", "INSN", "STATE", "FRAME",
-            "HELD",
+            "HELD", "SIZE",
         ][self as usize]
     }
 
@@ -160,6 +161,7 @@ impl Child {
             b"TIMEDOUT" => Child::TimedOut,
             b"DURATION" => Child::Duration,
             b"COUNT" => Child::Count,
+            b"SIZE" => Child::Size,
             b"VALUE" => Child::Value,
             b"PARAM" => Child::Param,
             b"CPU" => Child::Cpu,
@@ -1225,6 +1227,14 @@ impl<R: BufRead> XmlTraceReader<R> {
                     state,
                     stack: self.stack(),
                     monitors,
+                }
+            }
+            "ALLOC_SAMPLE" => {
+                let class = self.text(C::Class).unwrap_or("?").to_string();
+                EventKind::AllocSample {
+                    class: self.intern_class(&class),
+                    size: self.num(C::Size, "SIZE", at)?,
+                    stack: self.stack(),
                 }
             }
             "PERIOD_START" => EventKind::PeriodStart {

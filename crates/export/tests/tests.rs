@@ -449,6 +449,14 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
                 ],
             },
         ),
+        ev(
+            clerk,
+            EventKind::AllocSample {
+                class: b.s("byte[]"),
+                size: 100_016,
+                stack: sample_stack,
+            },
+        ),
         ev(ThreadRef(9), EventKind::ThreadEnd),
         ev(clerk, EventKind::ThreadEnd),
     ];
@@ -541,6 +549,7 @@ fn jsonl_keys_per_event_type() {
             "BYTECODE" => vec!["class", "method", "sig", "loc", "insn"],
             "REACTION_HANDLERS" => vec!["samples", "handlers", "skipped"],
             "FOREIGN" => vec!["name", "fields"],
+            "ALLOC_SAMPLE" => vec!["class", "size", "stack"],
             other => panic!("unexpected type {other}"),
         }
     };

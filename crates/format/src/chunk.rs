@@ -901,6 +901,14 @@ fn read_other_event(
                 rate_per_s: c.u64()?,
             }
         }
+        OP_ALLOC_SAMPLE => {
+            no_flag(c)?;
+            EventKind::AllocSample {
+                class: StringId(c.u32()?),
+                size: c.u64()?,
+                stack: StackId(c.u32()?),
+            }
+        }
         OP_PERIOD_START => {
             no_flag(c)?;
             EventKind::PeriodStart {

@@ -313,6 +313,18 @@ pub enum EventKind {
         /// an instruction executed a million times is named once per chunk.
         insn: StringId,
     },
+    /// An allocation sample (`events=alloc`): the thread allocated an
+    /// object of `class` (`size` bytes) at `stack`, one sample about every
+    /// `alloc_interval` bytes the thread allocated (JVMTI
+    /// `SampledObjectAlloc`).
+    AllocSample {
+        /// The object's class, as `java.lang.String` or `byte[]`.
+        class: StringId,
+        /// The object's size in bytes.
+        size: u64,
+        /// The allocating thread's stack, top frame first.
+        stack: StackId,
+    },
     /// The agent chose the event handlers it times (`reactions`): at the
     /// end of the warm-up it ran the reactions analysis over the samples so
     /// far and instrumented the handlers found. From this event on, CALL and
@@ -421,6 +433,7 @@ impl EventKind {
             EventKind::Bytecode { .. } => "BYTECODE",
             EventKind::ReactionHandlers { .. } => "REACTION_HANDLERS",
             EventKind::Foreign { .. } => "FOREIGN",
+            EventKind::AllocSample { .. } => "ALLOC_SAMPLE",
         }
     }
 }
@@ -454,6 +467,7 @@ impl EventKind {
             EventKind::Bytecode { .. } => 21,
             EventKind::ReactionHandlers { .. } => 22,
             EventKind::Foreign { .. } => 23,
+            EventKind::AllocSample { .. } => 24,
         }
     }
 }
@@ -484,6 +498,7 @@ pub const EVENT_TYPE_NAMES: &[&str] = &[
     "BYTECODE",
     "REACTION_HANDLERS",
     "FOREIGN",
+    "ALLOC_SAMPLE",
 ];
 
 #[cfg(test)]

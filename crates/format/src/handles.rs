@@ -107,6 +107,10 @@ pub fn map_handles(kind: &mut EventKind, m: &mut impl HandleMap) {
             }
         }
         EventKind::PeriodStart { stack, .. } => *stack = m.stack(*stack),
+        EventKind::AllocSample { class, stack, .. } => {
+            *class = m.string(*class);
+            *stack = m.stack(*stack);
+        }
         EventKind::Bytecode { method, insn, .. } => {
             *method = m.method(*method);
             *insn = m.string(*insn);

@@ -118,6 +118,8 @@ pub const OP_REACTION_HANDLERS: u8 = 26;
 /// An event from another format (JFR): type-name string id, field count,
 /// then per field its name's string id and its value as a string.
 pub const OP_FOREIGN: u8 = 30;
+/// An ALLOC_SAMPLE event: class string handle, size, stack handle.
+pub const OP_ALLOC_SAMPLE: u8 = 27;
 
 // CALL extras byte.
 /// Depth differs from the expected one: zigzag(depth - expected) follows.

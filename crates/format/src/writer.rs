@@ -691,6 +691,12 @@ impl<W: Write> TraceWriter<W> {
                 buf.push(reason.index() as u8);
                 put_u64(buf, *rate_per_s);
             }
+            EventKind::AllocSample { class, size, stack } => {
+                head(buf, OP_ALLOC_SAMPLE);
+                put_u64(buf, u64::from(class.0));
+                put_u64(buf, *size);
+                put_u64(buf, u64::from(stack.0));
+            }
             EventKind::PeriodStart { period, stack } => {
                 head(buf, OP_PERIOD_START);
                 put_u64(buf, u64::from(*period));
@@ -866,6 +872,10 @@ impl<W: Write> TraceWriter<W> {
                 }
             }
             EventKind::PeriodStart { stack, .. } => d.stack(*stack, gen, buf)?,
+            EventKind::AllocSample { class, stack, .. } => {
+                d.string(*class, gen, buf)?;
+                d.stack(*stack, gen, buf)?;
+            }
             EventKind::MonitorEnter { monitor, .. } | EventKind::MonitorExit { monitor, .. } => {
                 d.string(monitor.class, gen, buf)?
             }

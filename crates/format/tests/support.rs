@@ -547,6 +547,22 @@ pub fn all_kinds() -> Vec<Event> {
                 fields: vec![],
             },
         ),
+        (
+            T_WORKER,
+            EventKind::AllocSample {
+                class: S_INVENTORY,
+                size: 100_016,
+                stack: STACK_WORKER,
+            },
+        ),
+        (
+            T_MAIN,
+            EventKind::AllocSample {
+                class: S_COUNT,
+                size: u64::MAX,
+                stack: STACK_WORKER,
+            },
+        ),
         (T_WORKER, EventKind::ThreadEnd),
         (T_MAIN, EventKind::ThreadEnd),
     ];

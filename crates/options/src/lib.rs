@@ -158,7 +158,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "events",
         value: Some("LIST"),
         default: Some("calls+exceptions+threads+locks+gc"),
-        help: "events to record, '+'-separated: calls, exceptions, threads, classes, locks, gc, samples, bytecode, monitors (or all = all but samples, bytecode and monitors, default)",
+        help: "events to record, '+'-separated: calls, exceptions, threads, classes, locks, gc, samples, bytecode, alloc (allocation samples), monitors (or all = all but samples, bytecode, alloc and monitors, default)",
         apply: |o, v| {
             o.events = EventSet::parse(v)?;
             Ok(())
@@ -338,6 +338,20 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "alloc-interval",
+        value: Some("SIZE"),
+        default: Some("512k"),
+        help: "with events=...+alloc: about one allocation sample per SIZE bytes each thread allocates (k, m, g)",
+        apply: |o, v| {
+            let n = parse_size(v)?;
+            if n == 0 || n > i32::MAX as u64 {
+                return Err(format!("'{v}' is out of range (1 byte to 2g)"));
+            }
+            o.alloc_interval = n;
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "io",
         value: Some("GLOBS"),
         default: None,
@@ -472,6 +486,8 @@ pub struct AgentOptions {
     pub interval: Duration,
     /// How stacks are sampled (`sampler=`).
     pub sampler: SamplerKind,
+    /// Mean bytes between two allocation samples (`alloc-interval=`).
+    pub alloc_interval: u64,
     /// The depths whose calls are traced (`depth=`).
     pub depth: DepthWindow,
     /// Target CALL+RETURN rate, events per second (`adapt=`).
@@ -513,6 +529,7 @@ impl Default for AgentOptions {
             format: 1,
             interval: Duration::from_millis(10),
             sampler: SamplerKind::Signal,
+            alloc_interval: 512 << 10,
             depth: DepthWindow::ALL,
             adapt: None,
             metrics: MetricSet::default(),
@@ -713,6 +730,10 @@ pub enum EventGroup {
     /// BYTECODE: every instruction executed in trace-class methods, by
     /// JVMTI single-stepping (interpreter only). Not in `default` nor `all`.
     Bytecode,
+    /// ALLOC_SAMPLE: about one allocation per `alloc-interval` bytes a
+    /// thread allocates, with class, size and stack (JVMTI
+    /// `SampledObjectAlloc`, JDK 11+). Not in `default` nor `all`.
+    Alloc,
     /// MONITOR_ENTER and MONITOR_EXIT: monitors acquired and released by
     /// trace-class code (`synchronized` blocks and methods), instrumented
     /// in bci mode. Not in `default` nor `all`: it costs two probe calls
@@ -721,7 +742,7 @@ pub enum EventGroup {
 }
 
 impl EventGroup {
-    pub const ALL: [EventGroup; 9] = [
+    pub const ALL: [EventGroup; 10] = [
         EventGroup::Calls,
         EventGroup::Exceptions,
         EventGroup::Threads,
@@ -730,6 +751,7 @@ impl EventGroup {
         EventGroup::Gc,
         EventGroup::Samples,
         EventGroup::Bytecode,
+        EventGroup::Alloc,
         EventGroup::Monitors,
     ];
 
@@ -744,6 +766,7 @@ impl EventGroup {
             EventGroup::Gc => "gc",
             EventGroup::Samples => "samples",
             EventGroup::Bytecode => "bytecode",
+            EventGroup::Alloc => "alloc",
             EventGroup::Monitors => "monitors",
         }
     }

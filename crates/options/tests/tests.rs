@@ -110,7 +110,7 @@ fn comma_separated_events_get_a_hint_about_plus() {
 #[test]
 fn bad_values_name_the_option_and_what_is_accepted() {
     let e = error("events=cals");
-    assert_eq!(e, "events: unknown event 'cals' (known: calls, exceptions, threads, classes, locks, gc, samples, bytecode, monitors, all, default)");
+    assert_eq!(e, "events: unknown event 'cals' (known: calls, exceptions, threads, classes, locks, gc, samples, bytecode, alloc, monitors, all, default)");
     assert_eq!(
         error("exceptions=some"),
         "exceptions: expected 'traced' or 'all', got 'some'"
