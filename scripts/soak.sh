@@ -23,7 +23,8 @@
 # --small      the full matrix with the short workloads
 # --apps       comma-separated subset of jetty,h2,rhino,javac
 # --kinds      comma-separated subset of calls,calls-jvmti,exceptions,
-#              threads,classes,locks,gc,samples (long soak and --overhead)
+#              threads,classes,locks,gc,samples,alloc (long soak and
+#              --overhead); all = every kind at once, sampling included
 # --overhead   measure instead of soaking: each application plain and under
 #              calls (bci, the application's package), calls-jvmti,
 #              exceptions, locks and samples, interleaved (the order rotates
@@ -53,7 +54,7 @@ small=0
 once=0
 minutes=60
 apps=jetty,h2,rhino,javac
-kinds=calls,calls-jvmti,exceptions,threads,classes,locks,gc,samples
+kinds=calls,calls-jvmti,exceptions,threads,classes,locks,gc,samples,alloc
 overhead=0
 reps=3
 kinds_given=0
@@ -289,7 +290,7 @@ run_kind() { # APP N KIND
   case $kind in
   calls) [ "$app" = javac ] || traced "$app" "$n" calls calls bci ;;
   calls-jvmti) traced "$app" $(((n + 9) / 10)) calls-jvmti calls jvmti ;;
-  all) traced "$app" "$n" all all,samples bci ;;
+  all) traced "$app" "$n" all all,samples,alloc bci ;;
   *) traced "$app" "$n" "$kind" "$kind" bci ;;
   esac
 }

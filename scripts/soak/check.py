@@ -16,6 +16,7 @@ stats = json.load(open(sys.argv[1]))
 app, run, traced = sys.argv[2], sys.argv[3], sys.argv[4] != "none"
 expect = {k: int(v) for k, v in (a.split("=", 1) for a in sys.argv[5:])}
 by_type = stats["events_by_type"]
+props = stats.get("properties", {})
 problems = []
 
 
@@ -42,7 +43,7 @@ chunks = stats["chunks"]
 need(f"damaged chunks: {chunks}", chunks["damaged"] == 0 and chunks["finished_cleanly"])
 need(f"dropped events: {stats['dropped']}", stats["dropped"] == 0)
 need("no events", stats["events"] > 0)
-kinds = {run} if run != "all" else {"calls", "exceptions", "threads", "classes", "locks", "gc", "samples"}
+kinds = {run} if run != "all" else {"calls", "exceptions", "threads", "classes", "locks", "gc", "samples", "alloc"}
 if run == "calls-jvmti":
     kinds = {"calls"}
 
@@ -80,6 +81,10 @@ if "gc" in kinds and app != "javac":
     need("GC_START and GC_FINISH differ", by_type.get("GC_START", 0) == by_type.get("GC_FINISH", 0))
 if "samples" in kinds:
     need(f"SAMPLE: {by_type.get('SAMPLE', 0)}", by_type.get("SAMPLE", 0) >= 1)
+    # The signal sampler is the default; a fallback would say why.
+    need(f"sampler: {props.get('sampler')}", props.get("sampler") == "signal")
+if "alloc" in kinds:
+    need(f"ALLOC_SAMPLE: {by_type.get('ALLOC_SAMPLE', 0)}", by_type.get("ALLOC_SAMPLE", 0) >= 1)
 
 if problems:
     print("implausible trace: " + "; ".join(problems))

@@ -276,7 +276,9 @@ impl Sampler {
                 jni.with_local_frame(512, || self.switch_period(jni));
             }
             if let Some(t) = next_sample.filter(|t| *t <= now) {
-                jni.with_local_frame(512, || self.tick(jni));
+                // One reference per thread arrives at once (HotSpot's default
+                // -XX:MaxJNILocalCapacity, as for the loaded classes).
+                jni.with_local_frame(65_536, || self.tick(jni));
                 // A tick that overran starts the next interval now, not in
                 // a burst.
                 next_sample = Some((t + interval).max(Instant::now()));

@@ -49,7 +49,7 @@ use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use vmview_options::{AgentOptions, EventGroup, SamplerKind};
 
@@ -360,6 +360,8 @@ pub struct SignalSampler {
     failed: [u64; CODE_NAMES.len()],
     /// Answers of threads without a JNIEnv.
     not_java: u64,
+    /// Whether a jmethodID is `Continuation.enterSpecial`, by id.
+    entry_frames: HashMap<usize, bool>,
     late: u64,
 }
 
@@ -395,7 +397,8 @@ impl SignalSampler {
                 .set_event(true, e)
                 .map_err(|e| format!("cannot enable class events: {e}"))?;
         }
-        jni.with_local_frame(16, || {
+        // One reference per loaded class arrives at once.
+        jni.with_local_frame(65_536, || {
             if let Ok(classes) = agent.jvmti.loaded_classes(jni) {
                 for c in &classes {
                     let prepared = agent
@@ -422,6 +425,7 @@ impl SignalSampler {
             walks: 0,
             failed: [0; CODE_NAMES.len()],
             not_java: 0,
+            entry_frames: HashMap::new(),
             late: 0,
         })
     }
@@ -473,6 +477,40 @@ impl SignalSampler {
                 live.push((tid, t, state));
             }
         }
+        // A carrier running a virtual thread: the sample is the virtual
+        // thread's, with its own state (JVMTI calls the carrier waiting).
+        let vthreads: Vec<(i32, usize)> = {
+            let map = mounted();
+            let mut v = Vec::new();
+            if let Some(map) = map.as_ref() {
+                for entry in live.iter_mut() {
+                    if let Some(&global) = map.get(&entry.0) {
+                        let local = jni_new_local(jni, global as sys::jobject);
+                        if local.is_null() {
+                            continue;
+                        }
+                        let local = LocalRef::new(jni, local);
+                        if let Ok(state) = agent.jvmti.thread_state(local.get()) {
+                            entry.1 = local;
+                            entry.2 = state;
+                            v.push((entry.0, global));
+                        }
+                    }
+                }
+            }
+            v
+        };
+        // Whether the carrier `tid` still runs the virtual thread it ran
+        // when the tick began (else its walk is of something else).
+        let same_mount = |tid: i32| -> bool {
+            match vthreads.iter().find(|(t, _)| *t == tid) {
+                None => true,
+                Some((_, global)) => mounted()
+                    .as_ref()
+                    .and_then(|m| m.get(&tid))
+                    .is_some_and(|g| g == global),
+            }
+        };
         if self.cpu {
             self.keep_timers(agent, &live);
             let mut out = Vec::new();
@@ -480,6 +518,9 @@ impl SignalSampler {
                 let Some(frames) = frames.filter(|_| cpu) else {
                     return;
                 };
+                if !same_mount(tid) {
+                    return;
+                }
                 if let Some((_, t, _)) = live.iter().find(|(id, _, _)| *id == tid) {
                     out.push(Walk {
                         thread: LocalRef::new(jni, jni_new_local(jni, t.get())),
@@ -489,6 +530,7 @@ impl SignalSampler {
                     });
                 }
             });
+            self.cut_continuations(agent, jni, &mut out);
             return out;
         }
         // Wall: a rotating subset when there are many threads.
@@ -534,7 +576,9 @@ impl SignalSampler {
                 {
                     Some(p) => {
                         let (_, i, _) = pending.swap_remove(p);
-                        let Some(frames) = frames else { return };
+                        let Some(frames) = frames.filter(|_| same_mount(tid)) else {
+                            return;
+                        };
                         let (_, t, state) = &live[i];
                         out.push(Walk {
                             thread: LocalRef::new(jni, jni_new_local(jni, t.get())),
@@ -553,7 +597,30 @@ impl SignalSampler {
             std::thread::sleep(Duration::from_micros(100));
         }
         self.late += pending.len() as u64;
+        self.cut_continuations(agent, jni, &mut out);
         out
+    }
+
+    /// Cuts each walk below `Continuation.enterSpecial`: a carrier's walk
+    /// goes on from its virtual thread's frames into the carrier's own
+    /// (the ForkJoinPool worker loop), which are not the virtual thread's.
+    fn cut_continuations(&mut self, agent: &Agent, jni: Jni, walks: &mut [Walk]) {
+        for w in walks {
+            let mut cut = None;
+            for (i, f) in w.frames.iter().enumerate() {
+                let entry = *self
+                    .entry_frames
+                    .entry(f.method as usize)
+                    .or_insert_with(|| is_continuation_entry(agent, jni, f.method));
+                if entry {
+                    cut = Some(i + 1);
+                    break;
+                }
+            }
+            if let Some(n) = cut {
+                w.frames.truncate(n);
+            }
+        }
     }
 
     /// Takes every ready slot out of the ring, counting failed walks and
@@ -690,6 +757,17 @@ impl SignalSampler {
     }
 }
 
+/// Whether `method` is `jdk.internal.vm.Continuation.enterSpecial`, the
+/// frame a virtual thread's stack starts from on its carrier.
+fn is_continuation_entry(agent: &Agent, jni: Jni, method: sys::jmethodID) -> bool {
+    let j = agent.jvmti;
+    j.method_name(method)
+        .is_ok_and(|(name, _)| name == "enterSpecial")
+        && j.method_declaring_class(jni, method)
+            .and_then(|c| j.class_signature(c.get()))
+            .is_ok_and(|sig| sig == "Ljdk/internal/vm/Continuation;")
+}
+
 /// A new local reference to `obj` (the walk outlives the tick's list).
 fn jni_new_local(jni: Jni, obj: sys::jobject) -> sys::jobject {
     // SAFETY: the sampler thread's own JNIEnv and a live local reference.
@@ -698,6 +776,81 @@ fn jni_new_local(jni: Jni, obj: sys::jobject) -> sys::jobject {
         match (**env).NewLocalRef {
             Some(f) => f(env, obj),
             None => std::ptr::null_mut(),
+        }
+    }
+}
+
+/// The virtual thread mounted on each carrier (by OS thread id), as a JNI
+/// global reference, while signal sampling is on: a carrier's walk shows
+/// the mounted virtual thread's frames, and the sample is the virtual
+/// thread's. Kept by the mount events ([`crate::vthreads`]); the lock is
+/// also held while the sampler makes its local references from these, so
+/// an unmount never deletes one in use.
+static MOUNTED: Mutex<Option<HashMap<i32, usize>>> = Mutex::new(None);
+
+fn mounted() -> std::sync::MutexGuard<'static, Option<HashMap<i32, usize>>> {
+    MOUNTED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A virtual thread mounted on the calling carrier (`vthread`, or the
+/// current thread when null).
+pub fn on_mount(agent: &Agent, jni: Jni, vthread: sys::jthread) {
+    // From the recording's start, before the sampler thread runs: a
+    // virtual thread mounted early may stay mounted throughout.
+    if !in_use(&agent.options) {
+        return;
+    }
+    let current;
+    let vthread = if vthread.is_null() {
+        match agent.jvmti.current_thread(jni) {
+            Ok(t) => {
+                current = t;
+                current.get()
+            }
+            Err(_) => return,
+        }
+    } else {
+        vthread
+    };
+    let global = jni_global(jni, vthread, true);
+    if global.is_null() {
+        return;
+    }
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let old = mounted()
+        .get_or_insert_with(HashMap::new)
+        .insert(tid, global as usize);
+    if let Some(old) = old {
+        jni_global(jni, old as sys::jobject, false);
+    }
+}
+
+/// The calling carrier's virtual thread unmounted.
+pub fn on_unmount(jni: Jni) {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let old = mounted().as_mut().and_then(|m| m.remove(&tid));
+    if let Some(old) = old {
+        jni_global(jni, old as sys::jobject, false);
+    }
+}
+
+/// NewGlobalRef (`make`) or DeleteGlobalRef of `obj`.
+fn jni_global(jni: Jni, obj: sys::jobject, make: bool) -> sys::jobject {
+    // SAFETY: the calling thread's JNIEnv; `obj` a live reference.
+    unsafe {
+        let env = jni.raw();
+        if make {
+            match (**env).NewGlobalRef {
+                Some(f) => f(env, obj),
+                None => std::ptr::null_mut(),
+            }
+        } else {
+            if let Some(f) = (**env).DeleteGlobalRef {
+                f(env, obj);
+            }
+            std::ptr::null_mut()
         }
     }
 }

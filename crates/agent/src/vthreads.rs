@@ -73,7 +73,9 @@ pub fn start(agent: &Agent) {
         .events
         .iter()
         .any(|g| !matches!(g, EventGroup::Samples | EventGroup::Gc))
-        || agent.options.reactions;
+        || agent.options.reactions
+        // The signal sampler names the virtual thread a carrier runs.
+        || crate::signal_sampler::in_use(&agent.options);
     if !per_thread {
         return;
     }
@@ -147,17 +149,26 @@ pub fn unrecorded() -> u64 {
 // The mount events are posted with the virtual thread current, so they
 // name it as null: JVMTI's thread-local storage then takes its fast path
 // (no thread-list handshake), the bulk of their cost otherwise.
-unsafe extern "C" fn mount(_env: Env, _jni: JniEnv, _vthread: sys::jthread) {
+unsafe extern "C" fn mount(_env: Env, jni: JniEnv, _vthread: sys::jthread) {
     agent::guard("VirtualThreadMount", || {
         if let Some(agent) = agent::get() {
             threads::mount(agent, std::ptr::null_mut());
+            if !jni.is_null() {
+                // SAFETY: the JVM passes the event thread's JNIEnv.
+                let jni = unsafe { Jni::new(jni) };
+                crate::signal_sampler::on_mount(agent, jni, std::ptr::null_mut());
+            }
         }
     });
 }
 
-unsafe extern "C" fn unmount(_env: Env, _jni: JniEnv, _vthread: sys::jthread) {
+unsafe extern "C" fn unmount(_env: Env, jni: JniEnv, _vthread: sys::jthread) {
     agent::guard("VirtualThreadUnmount", || {
         if let Some(agent) = agent::get() {
+            if !jni.is_null() {
+                // SAFETY: the JVM passes the event thread's JNIEnv.
+                crate::signal_sampler::on_unmount(unsafe { Jni::new(jni) });
+            }
             threads::unmount(agent, std::ptr::null_mut(), false);
         }
     });
@@ -168,6 +179,10 @@ unsafe extern "C" fn virtual_thread_start(_env: Env, jni: JniEnv, vthread: sys::
         let time = clock::now_ns();
         let Some(agent) = agent::get() else { return };
         threads::mount(agent, vthread);
+        if !jni.is_null() {
+            // SAFETY: the JVM passes the event thread's JNIEnv.
+            crate::signal_sampler::on_mount(agent, unsafe { Jni::new(jni) }, vthread);
+        }
         if !agent.is_live() || !agent.options.events.contains(EventGroup::Threads) {
             return;
         }
@@ -199,6 +214,10 @@ unsafe extern "C" fn virtual_thread_end(_env: Env, jni: JniEnv, vthread: sys::jt
                     s.emit(agent, time, EventKind::ThreadEnd);
                 }
             });
+        }
+        if !jni.is_null() {
+            // SAFETY: the JVM passes the event thread's JNIEnv.
+            crate::signal_sampler::on_unmount(unsafe { Jni::new(jni) });
         }
         threads::unmount(agent, vthread, true);
     });

@@ -296,3 +296,53 @@ fn many_parked_virtual_threads_hold_no_buffer_memory() {
         .count();
     assert_eq!(tasks, 5000);
 }
+
+#[test]
+fn signal_samples_name_the_virtual_thread_a_carrier_runs() {
+    // fx.VirtualSpin: two virtual threads, vt-spin-0 and vt-spin-1, that
+    // compute without blocking, so each stays mounted on its carrier.
+    // GetAllStackTraces never saw them; the signal walk of the carrier
+    // shows their frames, and the sample names them, RUN (JVMTI calls
+    // the carrier itself waiting).
+    agent();
+    let trace = scratch("fx.VirtualSpin").join("trace.vmv");
+    let output = Command::new(vmview())
+        .args(["record", "--events", "samples", "--interval", "5ms"])
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(java21())
+        .arg("-cp")
+        .arg(classes())
+        .arg("fx.VirtualSpin")
+        .output()
+        .expect("run vmview record");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let events = jsonl(&trace);
+    let samples = of_type(&events, "SAMPLE");
+    for name in ["vt-spin-0", "vt-spin-1"] {
+        let spinning = samples
+            .iter()
+            .filter(|s| {
+                s["thread"] == name && s["state"] == "RUN" && s["stack"][0]["method"] == "spin"
+            })
+            .count();
+        assert!(spinning >= 10, "{name}: {spinning} RUN samples in spin()");
+        // Its own frames (from VirtualThread.run up), not the carrier's
+        // ForkJoinPool worker loop.
+        for s in samples.iter().filter(|s| s["thread"] == name) {
+            let stack = s["stack"].as_array().unwrap();
+            assert!(
+                stack
+                    .iter()
+                    .any(|f| f["class"] == "java.lang.VirtualThread")
+                    && !stack.iter().any(|f| f["method"] == "runWorker"),
+                "{name}: {s}"
+            );
+        }
+    }
+}

@@ -75,6 +75,9 @@ pub const BUILTIN_WAIT: &[&str] = &[
     // process reaper: waitpid() for a child process.
     "java.lang.ProcessHandleImpl.waitForProcessExit0",
     "java.lang.UNIXProcess.waitForProcessExit",
+    // JDK 24+: the VirtualThread-unblocker waits in the VM for virtual
+    // threads to unblock.
+    "java.lang.VirtualThread.takeVirtualThreadListToUnblock",
 ];
 
 mod duration;
