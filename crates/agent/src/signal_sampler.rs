@@ -63,6 +63,9 @@ pub const WALL_THREADS: usize = 32;
 /// thread that answers later is dropped (its state would be stale).
 const ANSWER_WAIT: Duration = Duration::from_millis(50);
 const SIGNAL: c_int = libc::SIGPROF;
+/// A wall request unanswered this long is taken as lost (at least ten
+/// intervals): its thread is signalled again.
+const LOST_AFTER: Duration = Duration::from_secs(1);
 
 /// The answer of a thread without a JNIEnv (not `AsyncGetCallTrace`'s).
 const NOT_JAVA: i32 = -100;
@@ -360,6 +363,9 @@ pub struct SignalSampler {
     failed: [u64; CODE_NAMES.len()],
     /// Answers of threads without a JNIEnv.
     not_java: u64,
+    /// Wall requests not answered yet: thread id to (state bits asked,
+    /// time the signal was sent).
+    outstanding: HashMap<i32, (u32, u64)>,
     /// Whether a jmethodID is `Continuation.enterSpecial`, by id.
     entry_frames: HashMap<usize, bool>,
     late: u64,
@@ -426,6 +432,7 @@ impl SignalSampler {
             failed: [0; CODE_NAMES.len()],
             not_java: 0,
             entry_frames: HashMap::new(),
+            outstanding: HashMap::new(),
             late: 0,
         })
     }
@@ -533,70 +540,87 @@ impl SignalSampler {
             self.cut_continuations(agent, jni, &mut out);
             return out;
         }
-        // Wall: a rotating subset when there are many threads.
-        let n = live.len();
-        let chosen: Vec<usize> = if n <= WALL_THREADS {
-            (0..n).collect()
-        } else {
-            let first = self.rotate % n;
-            self.rotate = (first + WALL_THREADS) % n;
-            (0..WALL_THREADS).map(|i| (first + i) % n).collect()
-        };
-        // Answers left in the ring from an earlier tick are stale.
-        let mut stale = 0;
-        self.drain(|_, _, _, _| stale += 1);
-        self.late += stale;
+        // Answers to signals of earlier ticks that came after their tick
+        // stopped waiting: a thread that waits for a CPU on a loaded
+        // machine answers late, and dropping those would leave out the
+        // busiest threads. They are taken with the state asked when they
+        // were signalled, at this tick's time; a thread with a request
+        // outstanding is not signalled again until it answers (or, past
+        // LOST_AFTER, its signal is taken as lost).
+        let mut outstanding = std::mem::take(&mut self.outstanding);
+        let now_ns = crate::clock::now_ns();
+        let lost_after = LOST_AFTER.max(self.interval * 10).as_nanos() as u64;
+        outstanding.retain(|_, (_, sent)| now_ns.saturating_sub(*sent) < lost_after);
         // Wall samples carry the tick's time, as the safepoint sampler's
         // do: the samples of one tick are one moment of the JVM (the
         // monitors a blocked thread waits for and who holds them).
-        let tick_ns = crate::clock::now_ns();
-        let pid = std::process::id() as i32;
-        let mut pending: Vec<(i32, usize, u64)> = Vec::with_capacity(chosen.len());
-        for i in chosen {
-            let tid = live[i].0;
-            let sent = crate::clock::now_ns();
-            // SAFETY: tgkill only sends a signal to a thread of this process.
-            let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, SIGNAL) };
-            if rc == 0 {
-                pending.push((tid, i, sent));
+        let tick_ns = now_ns;
+        let mut out = Vec::new();
+        let mut late = 0;
+        let mut take = |outstanding: &mut HashMap<i32, (u32, u64)>,
+                        out: &mut Vec<Walk>,
+                        tid: i32,
+                        cpu: bool,
+                        time: u64,
+                        frames: Option<Vec<sys::jvmtiFrameInfo>>| {
+            if cpu {
+                return;
             }
-        }
-        let mut out = Vec::with_capacity(pending.len());
-        let deadline =
-            Instant::now() + ANSWER_WAIT.min(self.interval.max(Duration::from_millis(5)) * 4);
-        while !pending.is_empty() {
-            let mut late = 0;
-            self.drain(|tid, cpu, time, frames| {
-                if cpu {
-                    return;
-                }
-                match pending
-                    .iter()
-                    .position(|(id, _, sent)| *id == tid && time >= *sent)
-                {
-                    Some(p) => {
-                        let (_, i, _) = pending.swap_remove(p);
-                        let Some(frames) = frames.filter(|_| same_mount(tid)) else {
-                            return;
-                        };
-                        let (_, t, state) = &live[i];
+            match outstanding.get(&tid) {
+                Some(&(state, sent)) if time >= sent => {
+                    outstanding.remove(&tid);
+                    let Some(frames) = frames.filter(|_| same_mount(tid)) else {
+                        return;
+                    };
+                    if let Some((_, t, _)) = live.iter().find(|(id, _, _)| *id == tid) {
                         out.push(Walk {
                             thread: LocalRef::new(jni, jni_new_local(jni, t.get())),
-                            state: *state,
+                            state,
                             time_ns: tick_ns,
                             frames,
                         });
                     }
-                    None => late += 1,
                 }
-            });
-            self.late += late;
-            if pending.is_empty() || Instant::now() >= deadline {
-                break;
+                _ => late += 1,
             }
-            std::thread::sleep(Duration::from_micros(100));
+        };
+        self.drain(|tid, cpu, time, frames| {
+            take(&mut outstanding, &mut out, tid, cpu, time, frames)
+        });
+        // A rotating subset when there are many threads.
+        let ready: Vec<usize> = (0..live.len())
+            .filter(|&i| !outstanding.contains_key(&live[i].0))
+            .collect();
+        let n = ready.len();
+        let chosen: Vec<usize> = if n <= WALL_THREADS {
+            ready
+        } else {
+            let first = self.rotate % n;
+            self.rotate = (first + WALL_THREADS) % n;
+            (0..WALL_THREADS).map(|i| ready[(first + i) % n]).collect()
+        };
+        let pid = std::process::id() as i32;
+        let mut asked = Vec::with_capacity(chosen.len());
+        for i in chosen {
+            let (tid, _, state) = &live[i];
+            let sent = crate::clock::now_ns();
+            // SAFETY: tgkill only sends a signal to a thread of this process.
+            let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, *tid, SIGNAL) };
+            if rc == 0 {
+                outstanding.insert(*tid, (*state, sent));
+                asked.push(*tid);
+            }
         }
-        self.late += pending.len() as u64;
+        let deadline =
+            Instant::now() + ANSWER_WAIT.min(self.interval.max(Duration::from_millis(5)) * 4);
+        while asked.iter().any(|t| outstanding.contains_key(t)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(100));
+            self.drain(|tid, cpu, time, frames| {
+                take(&mut outstanding, &mut out, tid, cpu, time, frames)
+            });
+        }
+        self.late += late;
+        self.outstanding = outstanding;
         self.cut_continuations(agent, jni, &mut out);
         out
     }
