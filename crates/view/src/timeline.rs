@@ -477,7 +477,17 @@ impl Timeline {
             let k = ((t.saturating_sub(from)) as f64 / ns_px).floor() + 1.0;
             (from + (k * ns_px).ceil() as u64).max(t + 1)
         };
-        let mut methods: HashMap<u32, ()> = HashMap::new();
+        // Methods are numbered in the order the answer first uses them, not
+        // by the trace's handles, so that the same trace read from another
+        // format (XML numbers its symbols anew) gives the same answer.
+        let mut local: HashMap<u32, usize> = HashMap::new();
+        let mut methods: Vec<u32> = Vec::new();
+        let mut number = |m: u32| -> usize {
+            *local.entry(m).or_insert_with(|| {
+                methods.push(m);
+                methods.len() - 1
+            })
+        };
         let mut tracks = Vec::new();
         for t in &self.tracks {
             if !threads.is_empty() && !threads.contains(&t.thread) {
@@ -489,9 +499,14 @@ impl Timeline {
                 while i < v.len() && v[i].start < to {
                     let s = v[i];
                     if (s.end - s.start) as f64 >= ns_px {
-                        methods.insert(s.method, ());
                         slices.push(json!([
-                            s.start, s.end, level, s.method, s.call_id, s.ret_id, 1
+                            s.start,
+                            s.end,
+                            level,
+                            number(s.method),
+                            s.call_id,
+                            s.ret_id,
+                            1
                         ]));
                         i += 1;
                         continue;
@@ -503,12 +518,11 @@ impl Timeline {
                         j -= 1;
                     }
                     let last = v[j - 1];
-                    methods.insert(s.method, ());
                     slices.push(json!([
                         s.start,
                         last.end,
                         level,
-                        s.method,
+                        number(s.method),
                         s.call_id,
                         if j - i == 1 { s.ret_id } else { 0 },
                         j - i
@@ -549,8 +563,9 @@ impl Timeline {
             }));
         }
         let names: serde_json::Map<String, Json> = methods
-            .keys()
-            .map(|&m| (m.to_string(), self.method_json(m)))
+            .iter()
+            .enumerate()
+            .map(|(i, &m)| (i.to_string(), self.method_json(m)))
             .collect();
         json!({
             "from": from,
@@ -858,7 +873,11 @@ mod tests {
             .iter()
             .all(|x| x[6] == 1 && x[1] - x[0] == 5 && x[5] > x[4]));
         assert_eq!(steps[0][0], 101);
-        assert_eq!(v["methods"]["2"][1], "step");
+        // Methods are numbered by first use in the answer: run() is 0.
+        let step = steps[0][3].to_string();
+        assert_eq!(step, "1");
+        assert_eq!(v["methods"][step.as_str()][1], "step");
+        assert_eq!(v["methods"]["0"][1], "run");
     }
 
     #[test]
