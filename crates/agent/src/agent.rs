@@ -73,6 +73,8 @@ pub struct Agent {
     pub sampler: crate::sampler::Control,
     /// The handler methods `reactions` chose to instrument.
     pub reactions: crate::reactions::Selection,
+    /// The overhead budget (`budget=`): per-method rates, demotions.
+    pub budget: crate::budget::Budget,
     /// The packages of the application's own classes (with samples):
     /// user code for the reactions analysis (`crate::app`).
     pub app_packages: Option<Vec<String>>,
@@ -370,6 +372,9 @@ fn create(
     };
 
     let options_depth = options.depth;
+    let budget_bp = options
+        .budget_bp
+        .filter(|_| options.events.contains(EventGroup::Calls) && !options.classes.is_empty());
     let agent: &'static Agent = Box::leak(Box::new(Agent {
         jvmti,
         buffers: Buffers::new(options.buffer),
@@ -390,6 +395,7 @@ fn create(
         written: AtomicU64::new(0),
         sampler: Default::default(),
         reactions: Default::default(),
+        budget: crate::budget::Budget::new(budget_bp),
         app_packages,
         window: AtomicU64::new(pack_window(options_depth)),
         tracing: AtomicU32::new(TRACING_ALWAYS),
@@ -723,6 +729,9 @@ impl Agent {
         if plan.samples || crate::sampler::wanted(self, plan.calls) {
             crate::sampler::start(self, jni);
         }
+        if crate::budget::wanted(self, plan.calls) {
+            crate::budget::start(self, jni);
+        }
     }
 
     /// VMDeath or unload: stop events, let the writer drain everything and
@@ -730,6 +739,7 @@ impl Agent {
     pub fn stop_recording(&self) {
         // Before the writer's last drain, so no SAMPLE comes after it.
         crate::sampler::stop(self);
+        crate::budget::stop(self);
         if self.options.reactions
             && !self.reactions.is_chosen()
             && self.is_live()
@@ -773,6 +783,7 @@ impl Agent {
         let mut lines = self
             .problems
             .report(self.buffers.dropped(), self.options.buffer);
+        lines.extend(crate::budget::summary(self));
         let unrecorded = crate::vthreads::unrecorded();
         if unrecorded > 0 {
             lines.push(format!(

@@ -175,6 +175,7 @@ pub fn record(agent: &Agent, jni: Jni) {
         _ => (call_ns, return_ns),
     };
     let ps = |ns: f64| (ns * 1000.0).round() as u64;
+    agent.budget.set_call_cost(ps(call_ns + return_ns));
     let time = clock::now_ns();
     with_state(agent, Some((jni, ptr::null_mut())), |s| {
         for (record, cost_ps) in [("CALL", ps(call_ns)), ("RETURN", ps(return_ns))] {

@@ -903,6 +903,54 @@ impl Jni {
         !self.clear_exception()
     }
 
+    /// A new `int[len]` set into the static field `name` (`[I`) of
+    /// `class`, returned as a global reference; `None` (exception cleared)
+    /// on failure. For the overhead budget's call counters.
+    pub fn new_static_int_array(
+        self,
+        class: sys::jclass,
+        name: &CStr,
+        len: i32,
+    ) -> Option<sys::jobject> {
+        let f = jni!(
+            self.0,
+            GetStaticFieldID,
+            class,
+            name.as_ptr(),
+            c"[I".as_ptr()
+        )
+        .unwrap_or(ptr::null_mut());
+        if f.is_null() {
+            self.clear_exception();
+            return None;
+        }
+        let array = LocalRef::new(
+            self,
+            jni!(self.0, NewIntArray, len).unwrap_or(ptr::null_mut()),
+        );
+        if array.is_null() {
+            self.clear_exception();
+            return None;
+        }
+        jni!(self.0, SetStaticObjectField, class, f, array.get());
+        let global = jni!(self.0, NewGlobalRef, array.get()).unwrap_or(ptr::null_mut());
+        self.clear_exception();
+        (!global.is_null()).then_some(global)
+    }
+
+    /// Copies `out.len()` elements of the `int[]` `array` from index 0.
+    pub fn int_array_region(self, array: sys::jobject, out: &mut [i32]) {
+        jni!(
+            self.0,
+            GetIntArrayRegion,
+            array,
+            0,
+            out.len() as sys::jsize,
+            out.as_mut_ptr()
+        );
+        self.clear_exception();
+    }
+
     pub fn delete_local_ref(self, r: sys::jobject) {
         if !r.is_null() {
             jni!(self.0, DeleteLocalRef, r);

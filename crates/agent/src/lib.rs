@@ -29,6 +29,7 @@
 mod agent;
 mod alloc_sampler;
 mod app;
+mod budget;
 mod buffers;
 mod calibrate;
 mod callbacks;

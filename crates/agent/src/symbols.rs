@@ -89,6 +89,26 @@ impl Symbols {
         id
     }
 
+    /// The class, name and descriptor of a method handle, by a scan of
+    /// the tables: for the rare report (the overhead budget's demotions),
+    /// never on a call path.
+    pub fn method_names(&self, id: MethodId) -> Option<(String, String, String)> {
+        let inner = self.lock();
+        let &(class, name, sig) = inner
+            .methods
+            .iter()
+            .find(|(_, m)| **m == id)
+            .map(|(k, _)| k)?;
+        let text = |s: StringId| {
+            inner
+                .strings
+                .iter()
+                .find(|(_, v)| **v == s)
+                .map(|(k, _)| k.to_string())
+        };
+        Some((text(class)?, text(name)?, text(sig)?))
+    }
+
     /// A fresh thread handle; define it with [`Symbols::define_thread`].
     pub fn new_thread_ref(&self) -> ThreadRef {
         ThreadRef(self.next_thread.fetch_add(1, Ordering::Relaxed))

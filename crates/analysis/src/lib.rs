@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod budget;
 pub mod calltree;
 pub mod dataflow;
 pub mod frameworks;

@@ -72,6 +72,18 @@ pub struct MethodStats {
     pub total_ns: u64,
     /// Total time less the time spent in traced methods called directly.
     pub self_ns: u64,
+    /// Demoted by the overhead budget (a DEMOTION event): its later calls
+    /// were counted, not traced, and their time is in their callers'.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub demoted: bool,
+    /// Calls counted (not traced) after the demotion: the last
+    /// METHOD_COUNTS total.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub counted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -223,6 +235,8 @@ struct MethodAcc {
     exceptional_returns: u64,
     total_ns: u64,
     self_ns: u64,
+    demoted: bool,
+    counted: u64,
 }
 
 #[derive(Debug, Default)]
@@ -356,6 +370,17 @@ impl EventSink for StatsBuilder {
                 self.gc_total_ns = self.gc_total_ns.saturating_add(*duration_ns);
             }
             EventKind::Dropped { count } => self.dropped = self.dropped.saturating_add(*count),
+            EventKind::Demotion { method, .. } => {
+                method_acc(&mut self.methods, *method, syms).demoted = true;
+            }
+            EventKind::MethodCounts { counts, .. } => {
+                // Running totals: the largest is the latest.
+                for (method, n) in counts {
+                    let m = method_acc(&mut self.methods, *method, syms);
+                    m.demoted = true;
+                    m.counted = m.counted.max(*n);
+                }
+            }
             EventKind::ThreadStart
             | EventKind::ThreadEnd
             | EventKind::ClassLoad { .. }
@@ -480,6 +505,8 @@ impl StatsBuilder {
             acc.exceptional_returns += m.exceptional_returns;
             acc.total_ns = acc.total_ns.saturating_add(m.total_ns);
             acc.self_ns = acc.self_ns.saturating_add(m.self_ns);
+            acc.demoted |= m.demoted;
+            acc.counted = acc.counted.max(m.counted);
         }
         for (id, t) in part.threads {
             let acc = self.threads.entry(id).or_default();
@@ -594,11 +621,13 @@ impl StatsBuilder {
                     exceptional_returns: m.exceptional_returns,
                     total_ns: m.total_ns,
                     self_ns: m.self_ns,
+                    demoted: m.demoted,
+                    counted: m.counted,
                 }
             })
             .collect();
         methods.sort_by(|a, b| (&a.class, &a.name, &a.sig).cmp(&(&b.class, &b.name, &b.sig)));
-        methods.sort_by_key(|m| std::cmp::Reverse(m.calls));
+        methods.sort_by_key(|m| std::cmp::Reverse(m.calls + m.counted));
 
         let mut exceptions: Vec<ExceptionStats> = self
             .exceptions

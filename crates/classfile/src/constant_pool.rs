@@ -62,6 +62,7 @@ enum Key<'a> {
     Class(u16),
     NameAndType(u16, u16),
     MethodRef(u16, u16),
+    FieldRef(u16, u16),
     Integer(i32),
 }
 
@@ -243,6 +244,7 @@ impl<'a> ConstantPool<'a> {
                     Constant::Class(n) => Key::Class(*n),
                     Constant::NameAndType(n, d) => Key::NameAndType(*n, *d),
                     Constant::MethodRef(c, nat) => Key::MethodRef(*c, *nat),
+                    Constant::FieldRef(c, nat) => Key::FieldRef(*c, *nat),
                     Constant::Integer(v) => Key::Integer(*v),
                     _ => continue,
                 };
@@ -265,6 +267,7 @@ impl<'a> ConstantPool<'a> {
             Key::Class(n) => Constant::Class(*n),
             Key::NameAndType(n, d) => Constant::NameAndType(*n, *d),
             Key::MethodRef(c, nat) => Constant::MethodRef(*c, *nat),
+            Key::FieldRef(c, nat) => Constant::FieldRef(*c, *nat),
             Key::Integer(v) => Constant::Integer(*v),
         };
         let out = &mut self.added;
@@ -285,6 +288,11 @@ impl<'a> ConstantPool<'a> {
             }
             Key::MethodRef(c, nat) => {
                 out.put_u8(TAG_METHODREF);
+                out.put_u16(*c);
+                out.put_u16(*nat);
+            }
+            Key::FieldRef(c, nat) => {
+                out.put_u8(TAG_FIELDREF);
                 out.put_u16(*c);
                 out.put_u16(*nat);
             }
@@ -324,6 +332,19 @@ impl<'a> ConstantPool<'a> {
         let d = self.utf8_index(descriptor)?;
         let nat = self.find_or_add(Key::NameAndType(n, d))?;
         self.find_or_add(Key::MethodRef(class, nat))
+    }
+
+    /// Index of a `Fieldref` to `class.name descriptor`.
+    pub fn field_ref_index(
+        &mut self,
+        class: u16,
+        name: &[u8],
+        descriptor: &[u8],
+    ) -> Result<u16, PoolFull> {
+        let n = self.utf8_index(name)?;
+        let d = self.utf8_index(descriptor)?;
+        let nat = self.find_or_add(Key::NameAndType(n, d))?;
+        self.find_or_add(Key::FieldRef(class, nat))
     }
 
     /// Index of an `Integer` constant.

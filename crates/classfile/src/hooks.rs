@@ -52,6 +52,38 @@ impl ProbeRefs {
     }
 }
 
+impl ProbeRefs {
+    fn counts_field(&mut self, out: &mut Vec<u8>, pool: &mut ConstantPool) -> Result<(), PoolFull> {
+        let class = match self.class {
+            Some(c) => c,
+            None => *self.class.insert(pool.class_index(&self.class_name)?),
+        };
+        let (name, desc) = probe::COUNTS_FIELD;
+        let index = pool.field_ref_index(class, name.as_bytes(), desc.as_bytes())?;
+        out.put_u8(op::GETSTATIC);
+        out.put_u16(index);
+        Ok(())
+    }
+}
+
+/// The counting hook: `Probe.counts[slot]++`. Straight-line, on an empty
+/// or any stack; needs four operand-stack slots.
+pub(crate) fn count(
+    refs: &mut ProbeRefs,
+    pool: &mut ConstantPool,
+    slot: i32,
+) -> Result<(Vec<u8>, u16), PoolFull> {
+    let mut out = Vec::new();
+    refs.counts_field(&mut out, pool)?;
+    push_int(&mut out, pool, slot)?;
+    out.put_u8(op::DUP2);
+    out.put_u8(op::IALOAD);
+    out.put_u8(op::ICONST_0 + 1);
+    out.put_u8(op::IADD);
+    out.put_u8(op::IASTORE);
+    Ok((out, 4))
+}
+
 /// Pushes an `int` constant with the shortest instruction.
 fn push_int(out: &mut Vec<u8>, pool: &mut ConstantPool, v: i32) -> Result<(), PoolFull> {
     match v {

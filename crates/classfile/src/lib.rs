@@ -133,6 +133,19 @@ pub struct ClassInfo {
     pub methods: Vec<MethodInfo>,
 }
 
+/// The hooks [`instrument_with`] places in one method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hooks {
+    /// The full protocol of [`probe`] (entry, exits, catch-all), passing
+    /// this method id.
+    Trace(u32),
+    /// Only `Probe.counts[slot]++` at the method's start
+    /// ([`probe::COUNTS_FIELD`]): the method's calls are counted, not
+    /// traced. `id` is its method id, reported back in
+    /// [`InstrumentedMethod::method_id`]; no probe method is called.
+    Count { id: u32, slot: u32 },
+}
+
 /// A method that now calls the probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstrumentedMethod {
@@ -143,6 +156,8 @@ pub struct InstrumentedMethod {
     /// off, and in the rare constructor whose code overwrites a parameter's
     /// local with a value of another type before calling `super(...)`.
     pub args_captured: bool,
+    /// The counter slot, for a method given [`Hooks::Count`].
+    pub counter_slot: Option<u32>,
 }
 
 /// Why a method was left as it was.
@@ -362,6 +377,19 @@ pub fn instrument(
     config: &HookConfig,
     next_method_id: &mut dyn FnMut(&MethodInfo) -> Option<u32>,
 ) -> Result<RewriteResult, RewriteError> {
+    instrument_with(class_bytes, config, &mut |m| {
+        next_method_id(m).map(Hooks::Trace)
+    })
+}
+
+/// [`instrument`], where the callback also chooses the kind of hooks per
+/// method: traced, or only counted ([`Hooks::Count`], what the agent's
+/// overhead budget gives the methods it demotes).
+pub fn instrument_with(
+    class_bytes: &[u8],
+    config: &HookConfig,
+    next_hooks: &mut dyn FnMut(&MethodInfo) -> Option<Hooks>,
+) -> Result<RewriteResult, RewriteError> {
     let probe = &config.probe_class;
     if probe.is_empty()
         || probe
@@ -423,7 +451,7 @@ pub fn instrument(
             });
             continue;
         };
-        let Some(id) = next_method_id(&info) else {
+        let Some(hooks) = next_hooks(&info) else {
             skipped.push(SkippedMethod {
                 method: info,
                 reason: SkipReason::Declined,
@@ -440,7 +468,11 @@ pub fn instrument(
             major: cf.major,
             config,
         };
-        match rewrite::rewrite_method(&mut cx, m, &code_attr, &code, id) {
+        let (id, counter_slot) = match hooks {
+            Hooks::Trace(id) => (id, None),
+            Hooks::Count { id, slot } => (id, Some(slot)),
+        };
+        match rewrite::rewrite_method(&mut cx, m, &code_attr, &code, hooks) {
             Ok(MethodOutcome::Rewritten(r)) => {
                 replacements[i] = Some(r.method_info);
                 instrumented.push(InstrumentedMethod {
@@ -450,6 +482,7 @@ pub fn instrument(
                     },
                     method_id: id,
                     args_captured: r.args_captured,
+                    counter_slot,
                 });
             }
             Ok(MethodOutcome::Skipped(reason)) => skipped.push(SkippedMethod {

@@ -46,6 +46,14 @@
 //!   uninstrumented, or put the probe into `java.base` itself as the
 //!   crate's JDK test does with `--patch-module`.
 
+/// The probe class's `public static int[]` field of call counters, which
+/// the counting hook ([`crate::Hooks::Count`]) increments in place:
+/// `counts[slot]++`, no call, no time stamp. The agent allocates the array
+/// and reads it; increments racing on another thread may be lost, so the
+/// counts of methods called from several threads at once are a lower
+/// bound.
+pub const COUNTS_FIELD: (&str, &str) = ("counts", "[I");
+
 /// A static method of the probe class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProbeMethod {

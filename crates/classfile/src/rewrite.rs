@@ -85,9 +85,13 @@ pub(crate) fn rewrite_method<'a>(
     m: &Method<'a>,
     code_attr: &Attribute<'a>,
     code: &Code<'a>,
-    id: u32,
+    hooks: crate::Hooks,
 ) -> Result<MethodOutcome, Failure> {
-    match rewrite_code(cx, m, code, id as i32) {
+    let (id, count) = match hooks {
+        crate::Hooks::Trace(id) => (id as i32, None),
+        crate::Hooks::Count { slot, .. } => (0, Some(slot as i32)),
+    };
+    match rewrite_code(cx, m, code, id, count) {
         Ok(parts) => {
             let method_info = assemble_method(m, code_attr, code, parts.0, cx.pool)
                 .map_err(|_| Failure::PoolFull)?;
@@ -173,6 +177,7 @@ fn rewrite_code<'a>(
     m: &Method<'a>,
     code: &Code<'a>,
     id: i32,
+    count: Option<i32>,
 ) -> Result<(NewCode, bool, Vec<LineNumber>), Stop> {
     let insns = bytecode::decode(code.code)?;
     validate_exception_table(code, &insns)?;
@@ -242,18 +247,25 @@ fn rewrite_code<'a>(
         (Vec::new(), vec![true; n], true)
     };
 
-    // Hook code.
-    let args_captured = cx.config.capture_args && params_intact;
-    let (mut entry_code, mut entry_stack) = hooks::entry(
-        cx.probe,
-        cx.pool,
-        id,
-        args_captured.then_some((&desc.params[..], first_param_slot)),
-    )?;
+    // Hook code. A counted method gets only `counts[slot]++` at offset 0
+    // (in a constructor too: it touches no local), no exit hooks and no
+    // catch-all handler, so no frame or exception entry of its own.
+    let counting = count.is_some();
+    let args_captured = cx.config.capture_args && params_intact && !counting;
+    let (mut entry_code, mut entry_stack) = match count {
+        Some(slot) => hooks::count(cx.probe, cx.pool, slot)?,
+        None => hooks::entry(
+            cx.probe,
+            cx.pool,
+            id,
+            args_captured.then_some((&desc.params[..], first_param_slot)),
+        )?,
+    };
+    let monitors = cx.config.monitors && !counting;
     // A synchronized method's monitor: named after the entry hook, released
     // before the exit hooks. A static one's is its class, which `ldc`
     // loads only from class files 49 on.
-    let sync_method = cx.config.monitors
+    let sync_method = monitors
         && m.access & ACC_SYNCHRONIZED != 0
         && !is_constructor
         && (!is_static || cx.major >= 49);
@@ -275,7 +287,7 @@ fn rewrite_code<'a>(
     // constructor, only where `this` is initialised (javac puts no
     // synchronized block before the super call, and an uninitialised
     // object cannot be passed).
-    let (monitor_enter, monitor_exit) = if cx.config.monitors {
+    let (monitor_enter, monitor_exit) = if monitors {
         (
             hooks::monitor_enter(cx.probe, cx.pool)?,
             hooks::monitor_exit(cx.probe, cx.pool)?,
@@ -295,7 +307,7 @@ fn rewrite_code<'a>(
     };
     let mut exit_stack = 0u16;
     for insn in &insns.insns {
-        let Some(k) = exit_slot(insn.opcode) else {
+        let Some(k) = exit_slot(insn.opcode).filter(|_| !counting) else {
             continue;
         };
         if exit_codes[k].is_none() {
@@ -312,12 +324,21 @@ fn rewrite_code<'a>(
             exit_codes[k] = Some(c);
         }
     }
-    let mut handler = hooks::exceptional_exit(cx.probe, cx.pool, id)?;
-    handler.splice(0..0, method_monitor_exit.iter().copied());
+    let handler = if counting {
+        Vec::new()
+    } else {
+        let mut h = hooks::exceptional_exit(cx.probe, cx.pool, id)?;
+        h.splice(0..0, method_monitor_exit.iter().copied());
+        h
+    };
 
     let empty: &[u8] = &[];
     let mut insertions = Insertions {
-        at_start: if is_constructor { empty } else { &entry_code },
+        at_start: if is_constructor && !counting {
+            empty
+        } else {
+            &entry_code
+        },
         before: vec![empty; n],
         after: vec![empty; n],
         handler: &handler,
@@ -326,7 +347,7 @@ fn rewrite_code<'a>(
         if let Some(Some(c)) = exit_slot(insn.opcode).map(|k| &exit_codes[k]) {
             insertions.before[i] = c;
         }
-        if cx.config.monitors && covered[i] {
+        if monitors && covered[i] {
             match insn.opcode {
                 op::MONITORENTER => {
                     insertions.before[i] = &dup;
@@ -341,8 +362,10 @@ fn rewrite_code<'a>(
             }
         }
     }
-    for &s in &super_calls {
-        insertions.after[s] = &entry_code;
+    if !counting {
+        for &s in &super_calls {
+            insertions.after[s] = &entry_code;
+        }
     }
     let layout = layout::lay_out(&insns, &insertions).map_err(|t| Stop::TooLarge {
         instrumented_length: t.length,
@@ -389,12 +412,14 @@ fn rewrite_code<'a>(
         for f in &frames {
             moved.push(move_frame(f, &insns, &layout)?);
         }
-        let throwable = cx.names.intern(b"java/lang/Throwable");
-        moved.push(Frame {
-            offset: layout.code_end,
-            locals: Vec::new(),
-            stack: vec![VType::Object(throwable)],
-        });
+        if !counting {
+            let throwable = cx.names.intern(b"java/lang/Throwable");
+            moved.push(Frame {
+                offset: layout.code_end,
+                locals: Vec::new(),
+                stack: vec![VType::Object(throwable)],
+            });
+        }
         let encoded = stack_map::encode(&moved, &initial, cx.pool, cx.names)?;
         match stack_map_attr {
             Some(_) => {
@@ -424,7 +449,7 @@ fn rewrite_code<'a>(
             }
         }
     }
-    let mut i = 0;
+    let mut i = if counting { n } else { 0 };
     while i < n {
         if !covered[i] {
             i += 1;
@@ -465,7 +490,7 @@ fn rewrite_code<'a>(
     // of the returned value, and the handler needs three slots.
     let orig = u32::from(code.max_stack);
     let mut max_stack = orig.max(3);
-    max_stack = max_stack.max(if is_constructor {
+    max_stack = max_stack.max(if is_constructor && !counting {
         orig + u32::from(entry_stack)
     } else {
         u32::from(entry_stack)

@@ -123,7 +123,18 @@ pub fn run(args: &CalltreeArgs) -> anyhow::Result<ExitCode> {
     };
     crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
     let mut reader = trace::Input::open(&args.file)?;
-    let (builder, events) = reader.fold(new_builder, |b, ev, syms| b.event(ev, syms))?;
+    let ((builder, notes), events) = reader.fold(
+        || {
+            (
+                new_builder(),
+                vmview_analysis::budget::BudgetNotes::default(),
+            )
+        },
+        |(b, n), ev, syms| {
+            n.event(ev, syms);
+            b.event(ev, syms)
+        },
+    )?;
     let trees = builder.finish();
     let diags = reader.diagnostics().to_vec();
     let syms = reader.symbols();
@@ -167,6 +178,11 @@ pub fn run(args: &CalltreeArgs) -> anyhow::Result<ExitCode> {
             },
             args.file.display()
         );
+    }
+    if let Some(note) =
+        notes.note("a caller's time includes theirs and they appear with their traced calls only")
+    {
+        say!("vmview: note: {note}");
     }
     if trees.unmatched_returns > 0 {
         say!(

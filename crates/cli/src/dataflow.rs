@@ -99,14 +99,18 @@ pub fn run(args: &DataflowArgs) -> anyhow::Result<ExitCode> {
     crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
     let mut reader = trace::Input::open(&args.file)?;
     let mut builder = Some(builder);
-    let (builder, events) = reader.fold(
+    let ((builder, notes), events) = reader.fold(
         || {
-            builder
+            let b = builder
                 .take()
                 .or_else(|| new_builder(args).ok())
-                .unwrap_or_default()
+                .unwrap_or_default();
+            (b, vmview_analysis::budget::BudgetNotes::default())
         },
-        |b, ev, syms| b.event(ev, syms),
+        |(b, n), ev, syms| {
+            n.event(ev, syms);
+            b.event(ev, syms)
+        },
     )?;
     let profile = builder.finish(reader.symbols());
     let diags = reader.diagnostics().to_vec();
@@ -122,6 +126,9 @@ pub fn run(args: &DataflowArgs) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     trace::warn_diagnostics(&diags, events);
+    if let Some(note) = notes.note("their values are those of the traced calls only") {
+        say!("vmview: note: {note}");
+    }
     if profile.methods.is_empty() {
         say!(
             "vmview: note: no CALL or RETURN event{} in {}; record with --classes to trace methods",

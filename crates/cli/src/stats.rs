@@ -294,6 +294,22 @@ fn render_text(args: &StatsArgs, s: &TraceStats, f: &FileFacts) -> String {
         &head,
         method_rows(s.top_methods_by_self_time(args.top)),
     );
+    let demoted: Vec<&MethodStats> = s.methods.iter().filter(|m| m.demoted).collect();
+    if !demoted.is_empty() {
+        section(
+            &mut o,
+            "demoted by the overhead budget: calls counted, not traced (their later time is in their callers')",
+            &["method", "traced", "counted", "calls"],
+            demoted.iter().take(args.top).map(|m| {
+                vec![
+                    format!("{}.{}{}", m.class, m.name, m.sig),
+                    m.calls.to_string(),
+                    m.counted.to_string(),
+                    (m.calls + m.counted).to_string(),
+                ]
+            }),
+        );
+    }
     section(
         &mut o,
         "exceptions",

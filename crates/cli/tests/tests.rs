@@ -6,6 +6,7 @@ mod support;
 
 mod attach;
 mod bci;
+mod budget;
 mod bytecode_trace;
 mod calltree;
 mod dataflow;

@@ -31,6 +31,8 @@
 //! | PERIOD_START | `period`, `stack` (as for SAMPLE) |
 //! | PERIOD_END | `period` |
 //! | CALIBRATION | `record` (event type measured, `*` for any), `cost_ps` (picoseconds per record) |
+//! | DEMOTION | `class`, `method`, `sig`, `rate_per_s`, `mean_ns`, `before_bp`, `after_bp` (estimated overhead, basis points), `counted` |
+//! | METHOD_COUNTS | `overhead_bp` (estimated, last interval), `counts` (`[["Class.method(sig)", count], …]`, running totals since each demotion) |
 //! | MONITOR_ENTER, MONITOR_EXIT | `monitor`, `depth` (of the frame holding it) |
 //! | FOREIGN | `name` (the source's event type, `jdk.CPULoad`), `fields` (an object of the source's fields, each value a string) |
 //! | SAMPLE | `state` (`RUN`, `IO`, `WAIT`, `BLOCKED`, `SLEEP`), `stack` (frames top first: `{"class", "method", "line"}`, `line` `null` when unknown), `monitors` (`{"monitor", "depth"}`, depth 0 = top frame) |
@@ -176,6 +178,18 @@ struct WireEvent<'a> {
     handlers: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     skipped: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mean_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before_bp: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_bp: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    counted: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    overhead_bp: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    counts: Option<Vec<(String, u64)>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     catch_class: Option<Option<&'a str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -462,6 +476,33 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
             w.samples = Some(*samples);
             w.handlers = Some(list(handlers));
             w.skipped = Some(list(skipped));
+        }
+        EventKind::Demotion {
+            method,
+            rate_per_s,
+            mean_ns,
+            before_bp,
+            after_bp,
+            counted,
+        } => {
+            set_method(&mut w, *method);
+            w.rate_per_s = Some(*rate_per_s);
+            w.mean_ns = Some(*mean_ns);
+            w.before_bp = Some(*before_bp);
+            w.after_bp = Some(*after_bp);
+            w.counted = Some(*counted);
+        }
+        EventKind::MethodCounts {
+            overhead_bp,
+            counts,
+        } => {
+            w.overhead_bp = Some(*overhead_bp);
+            w.counts = Some(
+                counts
+                    .iter()
+                    .map(|(m, n)| (MethodNames::resolve(syms, *m).display(), *n))
+                    .collect(),
+            );
         }
         EventKind::MonitorEnter { monitor, depth } | EventKind::MonitorExit { monitor, depth } => {
             w.monitor = Some(monitor_name(syms, monitor));

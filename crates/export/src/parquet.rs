@@ -649,7 +649,9 @@ impl<W: Write + Send> ParquetWriter<W> {
             }
             EventKind::TraceWindow { .. }
             | EventKind::Calibration { .. }
-            | EventKind::ReactionHandlers { .. } => {}
+            | EventKind::ReactionHandlers { .. }
+            | EventKind::MethodCounts { .. } => {}
+            EventKind::Demotion { method, .. } => self.method(*method, syms),
             // The source's type name in `class`, its fields as a JSON
             // object (values as strings) in `params`.
             EventKind::Foreign { name, fields } => {

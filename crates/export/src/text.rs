@@ -306,6 +306,39 @@ fn fields(ev: &Event, syms: &SymbolTable) -> Vec<(&'static str, String)> {
                 f.push(("SKIPPED", list(skipped)));
             }
         }
+        EventKind::Demotion {
+            method,
+            rate_per_s,
+            mean_ns,
+            before_bp,
+            after_bp,
+            counted,
+        } => {
+            f.push(("METHOD", MethodNames::resolve(syms, *method).display()));
+            f.push(("RATE", format!("{rate_per_s}/s")));
+            f.push(("MEAN", format!("{mean_ns}ns")));
+            f.push((
+                "OVERHEAD",
+                format!(
+                    "{:.2}%->{:.2}%",
+                    *before_bp as f64 / 100.0,
+                    *after_bp as f64 / 100.0
+                ),
+            ));
+            f.push(("COUNTED", counted.to_string()));
+        }
+        EventKind::MethodCounts {
+            overhead_bp,
+            counts,
+        } => {
+            f.push(("OVERHEAD", format!("{:.2}%", *overhead_bp as f64 / 100.0)));
+            let list = counts
+                .iter()
+                .map(|(m, n)| format!("{}={n}", MethodNames::resolve(syms, *m).display()))
+                .collect::<Vec<_>>()
+                .join(" ");
+            f.push(("COUNTS", list));
+        }
         EventKind::MonitorEnter { monitor, depth } | EventKind::MonitorExit { monitor, depth } => {
             f.push(("MONITOR", monitor_name(syms, monitor)));
             f.push(("DEPTH", depth.to_string()));

@@ -380,6 +380,37 @@ fn render_event(b: &mut Vec<u8>, ev: &Event, syms: &SymbolTable) {
                 }
             }
         }
+        EventKind::Demotion {
+            method,
+            rate_per_s,
+            mean_ns,
+            before_bp,
+            after_bp,
+            counted,
+        } => {
+            handler_elem(b, "DEMOTED", *method, syms);
+            elem_num(b, "RATE", *rate_per_s);
+            elem_num(b, "MEAN", *mean_ns);
+            elem_num(b, "BEFORE", *before_bp);
+            elem_num(b, "AFTER", *after_bp);
+            elem_text(b, "COUNTED", if *counted { "true" } else { "false" });
+        }
+        EventKind::MethodCounts {
+            overhead_bp,
+            counts,
+        } => {
+            elem_num(b, "OVERHEAD", *overhead_bp);
+            for (m, n) in counts {
+                let names = MethodNames::resolve(syms, *m);
+                push_fmt(b, format_args!("<COUNT CLASS=\""));
+                push_class_attr(b, names.class);
+                b.extend_from_slice(b"\" MTD=\"");
+                push_attr(b, names.name);
+                b.extend_from_slice(b"\" SIG=\"");
+                push_attr(b, names.sig);
+                push_fmt(b, format_args!("\" N=\"{n}\"/>"));
+            }
+        }
         EventKind::MonitorEnter { monitor, depth } | EventKind::MonitorExit { monitor, depth } => {
             monitor_elem(b, monitor, syms);
             elem_num(b, "DEPTH", u64::from(*depth));

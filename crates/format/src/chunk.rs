@@ -955,6 +955,30 @@ fn read_other_event(
             }
             EventKind::Foreign { name, fields }
         }
+        OP_DEMOTION => {
+            no_flag(c)?;
+            EventKind::Demotion {
+                method: MethodId(c.u32()?),
+                rate_per_s: c.u64()?,
+                mean_ns: c.u64()?,
+                before_bp: c.u64()?,
+                after_bp: c.u64()?,
+                counted: c.u64()? != 0,
+            }
+        }
+        OP_METHOD_COUNTS => {
+            no_flag(c)?;
+            let overhead_bp = c.u64()?;
+            let n = c.count(2)?;
+            let mut counts = Vec::with_capacity(n.min(PREALLOC_LIMIT));
+            for _ in 0..n {
+                counts.push((MethodId(c.u32()?), c.u64()?));
+            }
+            EventKind::MethodCounts {
+                overhead_bp,
+                counts,
+            }
+        }
         _ => {
             return Err(Malformed {
                 offset: record_at,

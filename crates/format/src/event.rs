@@ -350,6 +350,35 @@ pub enum EventKind {
         /// Field name and value as text.
         fields: Vec<(StringId, String)>,
     },
+    /// The overhead budget (`budget=`) demoted a method: it cost the most
+    /// tracing for the least information, so from this event on its calls
+    /// are counted (see [`EventKind::MethodCounts`]) instead of traced as
+    /// CALL/RETURN. Emitted on the budget's own thread, stamped before the
+    /// method's class is re-instrumented, so every traced call of it
+    /// precedes the event.
+    Demotion {
+        method: MethodId,
+        /// Its calls per second in the window that decided it.
+        rate_per_s: u64,
+        /// The mean duration of those calls, in nanoseconds.
+        mean_ns: u64,
+        /// The budget's estimate of the tracer's overhead before and after
+        /// this demotion, in basis points (1/100 %) of the JVM's own CPU time.
+        before_bp: u64,
+        after_bp: u64,
+        /// Whether its calls are still counted (a counting probe) or not
+        /// seen at all.
+        counted: bool,
+    },
+    /// The overhead budget's periodic report (about once a second, and
+    /// once at the end): its estimate of the tracer's overhead over the
+    /// last interval, in basis points of the JVM's own CPU time, and how
+    /// many times each demoted method ran since its demotion (running
+    /// totals).
+    MethodCounts {
+        overhead_bp: u64,
+        counts: Vec<(MethodId, u64)>,
+    },
 }
 
 /// A thread's resource counters at a CALL or RETURN (`metrics=cpu,alloc`).
@@ -434,6 +463,8 @@ impl EventKind {
             EventKind::ReactionHandlers { .. } => "REACTION_HANDLERS",
             EventKind::Foreign { .. } => "FOREIGN",
             EventKind::AllocSample { .. } => "ALLOC_SAMPLE",
+            EventKind::Demotion { .. } => "DEMOTION",
+            EventKind::MethodCounts { .. } => "METHOD_COUNTS",
         }
     }
 }
@@ -468,6 +499,8 @@ impl EventKind {
             EventKind::ReactionHandlers { .. } => 22,
             EventKind::Foreign { .. } => 23,
             EventKind::AllocSample { .. } => 24,
+            EventKind::Demotion { .. } => 25,
+            EventKind::MethodCounts { .. } => 26,
         }
     }
 }
@@ -499,6 +532,8 @@ pub const EVENT_TYPE_NAMES: &[&str] = &[
     "REACTION_HANDLERS",
     "FOREIGN",
     "ALLOC_SAMPLE",
+    "DEMOTION",
+    "METHOD_COUNTS",
 ];
 
 #[cfg(test)]

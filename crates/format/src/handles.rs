@@ -128,6 +128,12 @@ pub fn map_handles(kind: &mut EventKind, m: &mut impl HandleMap) {
                 *key = m.string(*key);
             }
         }
+        EventKind::Demotion { method, .. } => *method = m.method(*method),
+        EventKind::MethodCounts { counts, .. } => {
+            for (h, _) in counts {
+                *h = m.method(*h);
+            }
+        }
     }
 }
 

@@ -120,6 +120,13 @@ pub const OP_REACTION_HANDLERS: u8 = 26;
 pub const OP_FOREIGN: u8 = 30;
 /// An ALLOC_SAMPLE event: class string handle, size, stack handle.
 pub const OP_ALLOC_SAMPLE: u8 = 27;
+/// A method demoted by the overhead budget: method id, rate per second,
+/// mean duration (ns), overhead before and after (basis points), counted
+/// (0 or 1).
+pub const OP_DEMOTION: u8 = 28;
+/// The budget's report: estimated overhead (basis points), pair count,
+/// then (method id, count) pairs of demoted methods.
+pub const OP_METHOD_COUNTS: u8 = 29;
 
 // CALL extras byte.
 /// Depth differs from the expected one: zigzag(depth - expected) follows.

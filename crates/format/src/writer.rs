@@ -763,6 +763,33 @@ impl<W: Write> TraceWriter<W> {
                     put_str(buf, value);
                 }
             }
+            EventKind::Demotion {
+                method,
+                rate_per_s,
+                mean_ns,
+                before_bp,
+                after_bp,
+                counted,
+            } => {
+                head(buf, OP_DEMOTION);
+                put_u64(buf, u64::from(method.0));
+                for v in [*rate_per_s, *mean_ns, *before_bp, *after_bp] {
+                    put_u64(buf, v);
+                }
+                put_u64(buf, u64::from(*counted));
+            }
+            EventKind::MethodCounts {
+                overhead_bp,
+                counts,
+            } => {
+                head(buf, OP_METHOD_COUNTS);
+                put_u64(buf, *overhead_bp);
+                put_u64(buf, counts.len() as u64);
+                for (m, n) in counts {
+                    put_u64(buf, u64::from(m.0));
+                    put_u64(buf, *n);
+                }
+            }
         }
 
         if let Some(v2) = &mut self.v2 {
@@ -897,6 +924,12 @@ impl<W: Write> TraceWriter<W> {
                 d.string(*name, gen, buf)?;
                 for (key, _) in fields {
                     d.string(*key, gen, buf)?;
+                }
+            }
+            EventKind::Demotion { method, .. } => d.method(*method, gen, buf)?,
+            EventKind::MethodCounts { counts, .. } => {
+                for (m, _) in counts {
+                    d.method(*m, gen, buf)?;
                 }
             }
         }

@@ -542,9 +542,27 @@ pub fn all_kinds() -> Vec<Event> {
         ),
         (
             T_WORKER,
+            EventKind::Demotion {
+                method: M_ADD,
+                rate_per_s: 12_000_000,
+                mean_ns: 4,
+                before_bp: 4_210,
+                after_bp: 310,
+                counted: true,
+            },
+        ),
+        (
+            T_WORKER,
             EventKind::Foreign {
                 name: S_NAME,
                 fields: vec![],
+            },
+        ),
+        (
+            T_WORKER,
+            EventKind::MethodCounts {
+                overhead_bp: 950,
+                counts: vec![(M_ADD, 1 << 33), (M_MAIN, 0)],
             },
         ),
         (
@@ -561,6 +579,13 @@ pub fn all_kinds() -> Vec<Event> {
                 class: S_COUNT,
                 size: u64::MAX,
                 stack: STACK_WORKER,
+            },
+        ),
+        (
+            T_WORKER,
+            EventKind::MethodCounts {
+                overhead_bp: 0,
+                counts: vec![],
             },
         ),
         (T_WORKER, EventKind::ThreadEnd),

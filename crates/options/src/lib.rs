@@ -292,6 +292,16 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "budget",
+        value: Some("PERCENT"),
+        default: Some("10%"),
+        help: "keep the tracer's estimated overhead under PERCENT of the JVM's CPU time (calibrated cost x calls per second): past it, the methods that cost most for least information (very frequent calls averaging under 10us) are demoted to a call counter, each a DEMOTION event, their counts in METHOD_COUNTS; off traces everything (docs/BUDGET.md)",
+        apply: |o, v| {
+            o.budget_bp = parse_budget(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "metrics",
         value: Some("LIST"),
         default: Some("wall"),
@@ -495,6 +505,9 @@ pub struct AgentOptions {
     pub depth: DepthWindow,
     /// Target CALL+RETURN rate, events per second (`adapt=`).
     pub adapt: Option<u64>,
+    /// The overhead budget (`budget=`), in basis points of the JVM's CPU
+    /// time; `None` for `budget=off`.
+    pub budget_bp: Option<u32>,
     /// Thread counters recorded on CALL and RETURN (`metrics=`).
     pub metrics: MetricSet,
     /// Tracing periods (`period=`): calls traced only during ON.
@@ -516,6 +529,33 @@ pub struct AgentOptions {
     pub quiet: bool,
 }
 
+/// The default overhead budget, 10 %: see docs/BUDGET.md for why.
+pub const DEFAULT_BUDGET_BP: u32 = 1_000;
+
+/// `budget=`: `off`, or a percentage (`5%`, `2.5`) over 0 and at most 1000.
+fn parse_budget(v: &str) -> Result<Option<u32>, String> {
+    if v.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    let digits = v.strip_suffix('%').unwrap_or(v);
+    let pct: f64 = digits
+        .parse()
+        .ok()
+        .filter(|p: &f64| p.is_finite())
+        .ok_or_else(|| format!("expected a percentage such as 10% or off, got '{v}'"))?;
+    if pct <= 0.0 {
+        return Err(format!(
+            "budget={v} would demote every method: give a percentage such as 10%, or off to trace everything"
+        ));
+    }
+    if pct > 1000.0 {
+        return Err(format!(
+            "budget={v} is over 1000%: give off to trace everything"
+        ));
+    }
+    Ok(Some(((pct * 100.0).round() as u32).max(1)))
+}
+
 impl Default for AgentOptions {
     fn default() -> Self {
         AgentOptions {
@@ -535,6 +575,7 @@ impl Default for AgentOptions {
             alloc_interval: 512 << 10,
             depth: DepthWindow::ALL,
             adapt: None,
+            budget_bp: Some(DEFAULT_BUDGET_BP),
             metrics: MetricSet::default(),
             period: None,
             io: ClassFilter::default(),
@@ -1277,6 +1318,28 @@ mod depth_window_tests {
             AgentOptions::parse("adapt=2m").unwrap().adapt,
             Some(2_000_000)
         );
+        assert_eq!(
+            AgentOptions::parse("budget=5%").unwrap().budget_bp,
+            Some(500)
+        );
+        assert_eq!(
+            AgentOptions::parse("budget=2.5").unwrap().budget_bp,
+            Some(250)
+        );
+        assert_eq!(AgentOptions::parse("budget=off").unwrap().budget_bp, None);
+        assert_eq!(
+            AgentOptions::parse("").unwrap().budget_bp,
+            Some(DEFAULT_BUDGET_BP)
+        );
+        for bad in [
+            "budget=0",
+            "budget=-3%",
+            "budget=much",
+            "budget=5000%",
+            "budget=nan",
+        ] {
+            assert!(AgentOptions::parse(bad).is_err(), "{bad} accepted");
+        }
         for bad in ["adapt=0", "adapt=fast", "adapt=3g/s"] {
             assert!(AgentOptions::parse(bad).is_err(), "{bad}");
         }

@@ -133,6 +133,7 @@ fn define_probe(jni: Jni, probe: &str) -> Result<(), String> {
     if !jni.register_natives(class.get(), &methods) {
         return Err(format!("cannot register the natives of {probe}"));
     }
+    crate::budget::install_counters(jni, class.get());
     Ok(())
 }
 
@@ -285,14 +286,17 @@ fn rewrite(
         monitors: agent.options.events.contains(EventGroup::Monitors),
     };
     let class = agent.symbols.string(dotted);
-    let mut next_id = |m: &MethodInfo| {
+    let mut next_hooks = |m: &MethodInfo| {
         let wanted = only.is_none_or(|o| {
             o.iter()
                 .any(|(name, sig)| *name == m.name && *sig == m.descriptor)
         });
-        wanted.then(|| method_symbol(agent, class, m).0)
+        // A method the overhead budget demoted gets a counter, or nothing.
+        wanted
+            .then(|| method_symbol(agent, class, m))
+            .and_then(|id| crate::budget::hooks_for(agent, id))
     };
-    let result = match vmview_classfile::instrument(bytes, &config, &mut next_id) {
+    let result = match vmview_classfile::instrument_with(bytes, &config, &mut next_hooks) {
         Ok(r) => r,
         Err(e) => {
             agent.problems.rewrite_failed(|| format!("{dotted}: {e}"));

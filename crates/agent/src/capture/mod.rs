@@ -151,7 +151,11 @@ pub fn exit_with(
             state.calls.pop()
         });
     let (elapsed_ns, depth) = match open {
-        Some(c) => (time_ns.saturating_sub(c.start_ns), c.depth),
+        Some(c) => {
+            let elapsed = time_ns.saturating_sub(c.start_ns);
+            crate::budget::note(agent, method, elapsed);
+            (elapsed, c.depth)
+        }
         None if agent.options.period.is_some() => (0, frame_depth()),
         None => (0, 0),
     };

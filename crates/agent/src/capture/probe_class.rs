@@ -1,6 +1,8 @@
 //! The bytes of the probe class, `vmview/Probe`: one `public static
 //! native` method per entry of [`vmview_classfile::probe::ALL`] and
-//! [`vmview_classfile::probe::MONITORS`], no fields, no code.
+//! [`vmview_classfile::probe::MONITORS`], no code, and one field: the
+//! `public static int[]` of call counters ([`vmview_classfile::probe::COUNTS_FIELD`])
+//! that methods demoted by the overhead budget increment (`crate::budget`).
 //!
 //! Instrumented classes call these methods; the agent defines the class in
 //! the bootstrap loader (so classes of every loader resolve it) and binds
@@ -51,6 +53,8 @@ pub fn class_bytes(name: &str, methods: &[ProbeMethod]) -> Vec<u8> {
     let this_class = class(&mut pool, this_name);
     let super_name = utf8(&mut pool, "java/lang/Object");
     let super_class = class(&mut pool, super_name);
+    let (field_name, field_desc) = vmview_classfile::probe::COUNTS_FIELD;
+    let field = (utf8(&mut pool, field_name), utf8(&mut pool, field_desc));
     let method_refs: Vec<(u16, u16)> = methods
         .iter()
         .map(|m| (utf8(&mut pool, m.name), utf8(&mut pool, m.descriptor)))
@@ -68,7 +72,11 @@ pub fn class_bytes(name: &str, methods: &[ProbeMethod]) -> Vec<u8> {
     out.extend_from_slice(&this_class.to_be_bytes());
     out.extend_from_slice(&super_class.to_be_bytes());
     out.extend_from_slice(&0u16.to_be_bytes()); // interfaces
-    out.extend_from_slice(&0u16.to_be_bytes()); // fields
+    out.extend_from_slice(&1u16.to_be_bytes()); // fields
+    out.extend_from_slice(&(ACC_PUBLIC | ACC_STATIC).to_be_bytes());
+    out.extend_from_slice(&field.0.to_be_bytes());
+    out.extend_from_slice(&field.1.to_be_bytes());
+    out.extend_from_slice(&0u16.to_be_bytes()); // attributes
     out.extend_from_slice(&(method_refs.len() as u16).to_be_bytes());
     for (name, desc) in method_refs {
         out.extend_from_slice(&(ACC_PUBLIC | ACC_STATIC | ACC_NATIVE).to_be_bytes());

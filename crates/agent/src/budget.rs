@@ -1,0 +1,798 @@
+//! The overhead budget (`budget=PERCENT`, on by default): the agent keeps
+//! its own estimated cost under a share of the JVM's CPU time by demoting
+//! the methods that cost most tracing for least information.
+//!
+//! Why this shape: a traced call costs the calling thread a calibrated,
+//! nearly constant time (the CALIBRATION events), whatever the method
+//! does, so a method of a few nanoseconds called a hundred million times a
+//! second costs seconds of tracing per second and tells little that its
+//! count does not. No per-call decision can avoid that cost, because the
+//! probe itself is it; only taking the probe out of the method can. So:
+//!
+//! - every traced return adds one to its method's call counter and its
+//!   elapsed time to the method's total ([`note`]: two relaxed loads and
+//!   stores into a fixed table, racy by design — a lost update only blurs
+//!   an estimate);
+//! - a thread of its own (`vmview-budget`, a JVMTI agent thread) wakes
+//!   every [`TICK`], reads the table and the process's CPU time, and
+//!   estimates the overhead as calls × calibrated cost per call over the
+//!   CPU time the program itself used in the interval;
+//! - over budget (after a warm-up, [`WARM_UP`], and once tracing has cost
+//!   [`OVERDRAFT_NS`] in all), it demotes methods with
+//!   the most calls first, among those that made at least
+//!   [`MIN_CALLS_PER_TICK`] calls and average under [`LONG_CALL_NS`]
+//!   (a call of 10 µs or more is never demoted: tracing it costs under 1 %
+//!   of it), until the estimate is back under the budget with a margin;
+//! - each demotion is a DEMOTION event, stamped before its class is
+//!   retransformed, and the class-file hook then gives the method only a
+//!   counter (`Probe.counts[slot]++`, [`vmview_classfile::Hooks::Count`]):
+//!   no JNI call, no time stamp;
+//! - the counters are read every second into METHOD_COUNTS events (with
+//!   the last estimate), and once more when the recording stops.
+//!
+//! In `mode=jvmti` (or without `can_retransform_classes`) nothing can be
+//! demoted: the estimate is still made and reported. Decisions stop by
+//! themselves once the estimate is under the budget.
+
+use crate::agent::Agent;
+use crate::buffers::Producer;
+use crate::clock;
+use crate::jvmti::Jni;
+use crate::sys;
+use std::collections::HashMap;
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use vmview_classfile::Hooks;
+use vmview_format::{Event, EventKind, MethodId, ThreadRef};
+use vmview_options::CaptureMode;
+
+/// Method ids tracked (the table is 16 bytes each): methods with larger
+/// ids are traced but never demoted.
+const TRACKED: usize = 1 << 17;
+/// Counter slots of the probe's `counts` array (per JVM, never reused):
+/// a method demoted past them is left uninstrumented, uncounted.
+pub const COUNTER_SLOTS: usize = 1 << 16;
+/// How often the budget looks.
+const TICK: Duration = Duration::from_millis(250);
+/// METHOD_COUNTS every this many ticks.
+const REPORT_TICKS: u32 = 4;
+/// No demotion before this much of the recording has passed: the JIT has
+/// not compiled the program yet, and rates are unlike the steady ones.
+const WARM_UP: Duration = Duration::from_secs(1);
+/// Nor before tracing is estimated to have cost this much CPU time in
+/// all: a short run (a test, a quick look) is traced whole, whatever its
+/// rate, since the most it pays is this.
+const OVERDRAFT_NS: f64 = 250e6;
+/// A method demoted must have made at least this many calls in the tick
+/// (40 000 a second): rarer methods cost little however short they are.
+const MIN_CALLS_PER_TICK: u64 = 10_000;
+/// Calls averaging this long or longer are never demoted.
+pub const LONG_CALL_NS: u64 = 10_000;
+/// Assumed cost per traced call when no calibration was made (ns).
+const DEFAULT_CALL_COST_PS: u64 = 100_000;
+/// What the counter costs a call (ns), in the "after" estimate.
+const COUNT_COST_NS: f64 = 1.0;
+/// Demotions stop once the estimate is under this share of the budget.
+const MARGIN: f64 = 0.8;
+/// At most this many demotions per tick.
+const MAX_PER_TICK: usize = 256;
+
+/// `counts` of the probe class (a global reference), once defined.
+static COUNTERS: AtomicPtr<sys::_jobject> = AtomicPtr::new(std::ptr::null_mut());
+/// The next free slot of [`COUNTERS`].
+static NEXT_SLOT: AtomicU32 = AtomicU32::new(0);
+/// No slot: demoted to nothing.
+const NO_SLOT: u32 = u32::MAX;
+
+#[derive(Default)]
+struct MethodStat {
+    calls: AtomicU32,
+    total_ns: AtomicU64,
+}
+
+/// A demoted method, for the end-of-run report.
+#[derive(Clone)]
+pub struct Demoted {
+    pub method: MethodId,
+    pub slot: u32,
+    pub rate_per_s: u64,
+    pub mean_ns: u64,
+    /// Calls counted since the demotion.
+    pub counted: u64,
+    /// Traced calls before it.
+    pub traced: u64,
+}
+
+/// The budget's state in one recording (`Agent::budget`).
+pub struct Budget {
+    /// The budget in basis points; `None` when off or calls are not traced.
+    limit_bp: Option<u32>,
+    stats: Box<[MethodStat]>,
+    /// Calibrated cost of a traced call (CALL + RETURN), picoseconds.
+    cost_ps: AtomicU64,
+    any_demoted: AtomicBool,
+    demoted: RwLock<HashMap<MethodId, u32>>,
+    /// The last estimate, basis points.
+    pub last_bp: AtomicU64,
+    /// The highest estimate seen.
+    pub peak_bp: AtomicU64,
+    report: Mutex<Vec<Demoted>>,
+    /// Whether the estimate ever passed the budget where nothing could be
+    /// demoted (jvmti mode).
+    could_not_demote: AtomicBool,
+    state: Mutex<(bool, bool)>,
+    wake: Condvar,
+    started: AtomicBool,
+}
+
+impl Budget {
+    /// The budget of a recording with these options: a table only when it
+    /// is on.
+    pub fn new(limit_bp: Option<u32>) -> Budget {
+        let stats = match limit_bp {
+            Some(_) => (0..TRACKED).map(|_| MethodStat::default()).collect(),
+            None => Box::default(),
+        };
+        Budget {
+            limit_bp,
+            stats,
+            cost_ps: AtomicU64::new(0),
+            any_demoted: AtomicBool::new(false),
+            demoted: RwLock::new(HashMap::new()),
+            last_bp: AtomicU64::new(0),
+            peak_bp: AtomicU64::new(0),
+            report: Mutex::new(Vec::new()),
+            could_not_demote: AtomicBool::new(false),
+            state: Mutex::new((false, false)),
+            wake: Condvar::new(),
+            started: AtomicBool::new(false),
+        }
+    }
+
+    /// The calibration measured a traced call (CALL and RETURN) at `ps`.
+    pub fn set_call_cost(&self, ps: u64) {
+        self.cost_ps.store(ps, Ordering::Relaxed);
+    }
+}
+
+/// Called at every traced return with the call's elapsed time. Cheap: a
+/// bounds check on an empty table when the budget is off.
+#[inline]
+pub fn note(agent: &Agent, method: MethodId, elapsed_ns: u64) {
+    if let Some(s) = agent.budget.stats.get(method.0 as usize) {
+        s.calls.store(
+            s.calls.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
+        s.total_ns.store(
+            s.total_ns.load(Ordering::Relaxed).wrapping_add(elapsed_ns),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// The hooks the class-file hook gives method `id`: traced, counted, or
+/// (`None`) nothing.
+pub fn hooks_for(agent: &Agent, id: MethodId) -> Option<Hooks> {
+    let b = &agent.budget;
+    if !b.any_demoted.load(Ordering::Acquire) {
+        return Some(Hooks::Trace(id.0));
+    }
+    let slot = b
+        .demoted
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&id)
+        .copied();
+    match slot {
+        None => Some(Hooks::Trace(id.0)),
+        Some(NO_SLOT) => None,
+        Some(slot) => Some(Hooks::Count { id: id.0, slot }),
+    }
+}
+
+/// Allocates the probe class's counters (once per JVM, when the probe is
+/// defined). Without them demoted methods get no hooks at all.
+pub fn install_counters(jni: Jni, probe_class: sys::jclass) {
+    let (name, _) = vmview_classfile::probe::COUNTS_FIELD;
+    let Ok(name) = std::ffi::CString::new(name) else {
+        return;
+    };
+    if let Some(array) = jni.new_static_int_array(probe_class, &name, COUNTER_SLOTS as i32) {
+        COUNTERS.store(array, Ordering::Release);
+    }
+}
+
+/// Whether the recording runs the budget's thread: it is on and calls
+/// are traced.
+pub fn wanted(agent: &Agent, calls: bool) -> bool {
+    calls && agent.budget.limit_bp.is_some()
+}
+
+/// Whether demotion is possible: bytecode instrumentation that may
+/// retransform classes.
+fn can_demote(agent: &Agent) -> bool {
+    agent.options.mode == CaptureMode::Bci
+        && agent
+            .jvmti
+            .capabilities()
+            .is_ok_and(|c| c.can_retransform_classes() != 0)
+}
+
+/// Starts the budget's thread (at VMInit, after the calibration).
+pub fn start(agent: &'static Agent, jni: Jni) {
+    let thread = jni.new_thread(c"vmview-budget");
+    if thread.is_null() {
+        agent
+            .problems
+            .capture(|| "cannot create the overhead budget's java.lang.Thread".to_string());
+        return;
+    }
+    agent.budget.started.store(true, Ordering::Release);
+    let arg: *const Agent = agent;
+    if let Err(e) = agent
+        .jvmti
+        .run_agent_thread(thread.get(), Some(budget_main), arg.cast())
+    {
+        agent.problems.jvmti(e);
+        mark_exited(agent);
+    }
+}
+
+/// Stops the thread and waits (bounded) until it wrote its last
+/// METHOD_COUNTS: call before the writer's last drain.
+pub fn stop(agent: &Agent) {
+    let b = &agent.budget;
+    if !b.started.load(Ordering::Acquire) {
+        return;
+    }
+    let mut st = b.state.lock().unwrap_or_else(|e| e.into_inner());
+    st.0 = true;
+    b.wake.notify_all();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !st.1 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        st = b
+            .wake
+            .wait_timeout(st, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+fn mark_exited(agent: &Agent) {
+    let b = &agent.budget;
+    b.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+    b.wake.notify_all();
+}
+
+unsafe extern "C" fn budget_main(
+    _jvmti: *mut sys::jvmtiEnv,
+    jni: *mut sys::JNIEnv,
+    arg: *mut std::ffi::c_void,
+) {
+    // SAFETY: `arg` is the `&'static Agent` `start` passed (agents are
+    // never freed).
+    let Some(agent) = (unsafe { arg.cast::<Agent>().cast_const().as_ref() }) else {
+        return;
+    };
+    crate::agent::guard("budget thread", || {
+        if !jni.is_null() {
+            // SAFETY: the JVM hands the agent thread its own JNIEnv.
+            let jni = unsafe { Jni::new(jni) };
+            Loop::new(agent).run(jni);
+        }
+    });
+    mark_exited(agent);
+}
+
+#[repr(C)]
+struct Timespec {
+    tv_sec: i64,
+    tv_nsec: i64,
+}
+
+extern "C" {
+    fn clock_gettime(clock: c_int, ts: *mut Timespec) -> c_int;
+}
+
+/// The process's CPU time, ns (every thread, user + system).
+fn process_cpu_ns() -> u64 {
+    const CLOCK_PROCESS_CPUTIME_ID: c_int = 2;
+    let mut ts = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer for the call.
+    if unsafe { clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// The estimated overhead of `tracing_ns` of tracer time in an interval
+/// where the process used `cpu_ns`, in basis points of the program's own
+/// share (the rest); never divided by less than 5 % of the interval's CPU.
+pub fn overhead_bp(tracing_ns: f64, cpu_ns: f64) -> u64 {
+    let program = (cpu_ns - tracing_ns).max(cpu_ns / 20.0).max(1.0);
+    (tracing_ns / program * 10_000.0).round().max(0.0) as u64
+}
+
+/// One demotion chosen by [`choose`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    pub method: usize,
+    pub calls: u64,
+    pub mean_ns: u64,
+    pub before_bp: u64,
+    pub after_bp: u64,
+}
+
+/// The methods to demote, in order, given each method's calls and total
+/// elapsed time in the interval (`calls[i]`, `total_ns[i]` for method id
+/// `i`), the interval's process CPU time and the cost of one traced call.
+/// Most calls first, shorter mean first among equals; never a method whose
+/// calls average [`LONG_CALL_NS`] or more, or made fewer than
+/// [`MIN_CALLS_PER_TICK`]; stops once the estimate is under `MARGIN` of
+/// the budget.
+pub fn choose(
+    deltas: &[(usize, u64, u64)],
+    cpu_ns: f64,
+    cost_ns: f64,
+    limit_bp: u32,
+    skip: impl Fn(usize) -> bool,
+) -> Vec<Choice> {
+    let total_calls: u64 = deltas.iter().map(|d| d.1).sum();
+    let mut tracing_ns = total_calls as f64 * cost_ns;
+    let mut bp = overhead_bp(tracing_ns, cpu_ns);
+    if bp <= u64::from(limit_bp) {
+        return Vec::new();
+    }
+    let mut candidates: Vec<(usize, u64, u64)> = deltas
+        .iter()
+        .filter(|(m, calls, total)| {
+            *calls >= MIN_CALLS_PER_TICK && total / calls < LONG_CALL_NS && !skip(*m)
+        })
+        .map(|&(m, calls, total)| (m, calls, total / calls))
+        .collect();
+    candidates.sort_by(|a, b| b.1.cmp(&a.1).then(a.2.cmp(&b.2)).then(a.0.cmp(&b.0)));
+    let target = f64::from(limit_bp) * MARGIN;
+    let mut out = Vec::new();
+    for (m, calls, mean_ns) in candidates.into_iter().take(MAX_PER_TICK) {
+        if (bp as f64) <= target {
+            break;
+        }
+        let saved = calls as f64 * (cost_ns - COUNT_COST_NS).max(0.0);
+        tracing_ns = (tracing_ns - saved).max(0.0);
+        let after = overhead_bp(tracing_ns, cpu_ns);
+        out.push(Choice {
+            method: m,
+            calls,
+            mean_ns,
+            before_bp: bp,
+            after_bp: after,
+        });
+        bp = after;
+    }
+    out
+}
+
+struct Loop {
+    agent: &'static Agent,
+    buffer: Producer,
+    me: Option<ThreadRef>,
+    prev_calls: Vec<u32>,
+    prev_ns: Vec<u64>,
+    prev_cpu: u64,
+    prev_at: Instant,
+    started: Instant,
+    /// Per demoted slot: the counter's last value and the running total.
+    counters: Vec<(u32, i32, u64)>,
+    scratch: Vec<i32>,
+    demote: bool,
+    ticks: u32,
+    /// Estimated tracing time so far, ns.
+    spent_ns: f64,
+}
+
+impl Loop {
+    fn new(agent: &'static Agent) -> Loop {
+        Loop {
+            agent,
+            buffer: agent.buffers.register(),
+            me: None,
+            prev_calls: vec![0; TRACKED],
+            prev_ns: vec![0; TRACKED],
+            prev_cpu: process_cpu_ns(),
+            prev_at: Instant::now(),
+            started: Instant::now(),
+            counters: Vec::new(),
+            scratch: Vec::new(),
+            demote: can_demote(agent),
+            ticks: 0,
+            spent_ns: 0.0,
+        }
+    }
+
+    fn run(&mut self, jni: Jni) {
+        loop {
+            let stopping = self.wait(TICK);
+            if stopping || !self.agent.is_live() {
+                self.read_counters(jni);
+                self.report(jni);
+                return;
+            }
+            jni.with_local_frame(64, || self.tick(jni));
+        }
+    }
+
+    /// Waits `d` or until asked to stop; true when stopping.
+    fn wait(&self, d: Duration) -> bool {
+        let b = &self.agent.budget;
+        let until = Instant::now() + d;
+        let mut st = b.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if st.0 {
+                return true;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            st = b
+                .wake
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    fn own_thread(&mut self, jni: Jni) -> ThreadRef {
+        let agent = self.agent;
+        *self
+            .me
+            .get_or_insert_with(|| match agent.jvmti.current_thread(jni) {
+                Ok(t) if !t.is_null() => agent.threads.thread_ref(agent, jni, t.get()),
+                _ => agent.threads.vm_thread_ref(agent),
+            })
+    }
+
+    fn push(&mut self, jni: Jni, time_ns: u64, kind: EventKind) {
+        let thread = self.own_thread(jni);
+        self.agent.buffers.push(
+            &mut self.buffer,
+            Event {
+                id: 0,
+                time_ns,
+                thread,
+                kind,
+            },
+        );
+    }
+
+    fn tick(&mut self, jni: Jni) {
+        let agent = self.agent;
+        let b = &agent.budget;
+        let Some(limit_bp) = b.limit_bp else { return };
+        let cpu = process_cpu_ns();
+        let cpu_ns = cpu.saturating_sub(self.prev_cpu) as f64;
+        self.prev_cpu = cpu;
+        let secs = self.prev_at.elapsed().as_secs_f64().max(1e-3);
+        self.prev_at = Instant::now();
+        let mut deltas = Vec::new();
+        for (i, s) in b.stats.iter().enumerate() {
+            let calls = s.calls.load(Ordering::Relaxed);
+            let ns = s.total_ns.load(Ordering::Relaxed);
+            let dc = calls.wrapping_sub(self.prev_calls[i]);
+            if dc != 0 {
+                deltas.push((i, u64::from(dc), ns.wrapping_sub(self.prev_ns[i])));
+            }
+            self.prev_calls[i] = calls;
+            self.prev_ns[i] = ns;
+        }
+        let cost_ps = match b.cost_ps.load(Ordering::Relaxed) {
+            0 => DEFAULT_CALL_COST_PS,
+            c => c,
+        };
+        let cost_ns = cost_ps as f64 / 1000.0;
+        let total: u64 = deltas.iter().map(|d| d.1).sum();
+        let bp = overhead_bp(total as f64 * cost_ns, cpu_ns);
+        self.spent_ns += total as f64 * cost_ns;
+        b.last_bp.store(bp, Ordering::Relaxed);
+        b.peak_bp.fetch_max(bp, Ordering::Relaxed);
+        self.ticks = self.ticks.wrapping_add(1);
+        let over = bp > u64::from(limit_bp) && self.started.elapsed() >= WARM_UP;
+        if over && !self.demote {
+            b.could_not_demote.store(true, Ordering::Relaxed);
+        } else if over && self.spent_ns >= OVERDRAFT_NS {
+            let calibration = crate::calibrate::CALIBRATION_METHOD.0 as usize;
+            let choices = {
+                let demoted = b.demoted.read().unwrap_or_else(|e| e.into_inner());
+                choose(&deltas, cpu_ns, cost_ns, limit_bp, |m| {
+                    m == calibration || demoted.contains_key(&MethodId(m as u32))
+                })
+            };
+            if !choices.is_empty() {
+                self.apply(jni, &choices, secs);
+            }
+        }
+        if self.ticks.is_multiple_of(REPORT_TICKS) {
+            self.read_counters(jni);
+            self.report(jni);
+        }
+    }
+
+    /// Demotes the chosen methods: publishes them for the class-file hook,
+    /// writes their DEMOTION events, retransforms their classes.
+    fn apply(&mut self, jni: Jni, choices: &[Choice], secs: f64) {
+        let agent = self.agent;
+        let b = &agent.budget;
+        let time = clock::now_ns();
+        let mut classes: Vec<String> = Vec::new();
+        let mut fresh = Vec::new();
+        {
+            let mut map = b.demoted.write().unwrap_or_else(|e| e.into_inner());
+            for c in choices {
+                let id = MethodId(c.method as u32);
+                let has_counters = !COUNTERS.load(Ordering::Acquire).is_null();
+                let slot = if has_counters {
+                    let s = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+                    if (s as usize) < COUNTER_SLOTS {
+                        s
+                    } else {
+                        NO_SLOT
+                    }
+                } else {
+                    NO_SLOT
+                };
+                map.insert(id, slot);
+                fresh.push((id, slot, c));
+                if let Some((class, _, _)) = agent.symbols.method_names(id) {
+                    if !classes.contains(&class) {
+                        classes.push(class);
+                    }
+                }
+            }
+            b.any_demoted.store(true, Ordering::Release);
+        }
+        for (id, slot, c) in &fresh {
+            let rate = (c.calls as f64 / secs).round() as u64;
+            self.push(
+                jni,
+                time,
+                EventKind::Demotion {
+                    method: *id,
+                    rate_per_s: rate,
+                    mean_ns: c.mean_ns,
+                    before_bp: c.before_bp,
+                    after_bp: c.after_bp,
+                    counted: *slot != NO_SLOT,
+                },
+            );
+            if *slot != NO_SLOT {
+                self.counters.push((*slot, 0, 0));
+            }
+            let traced = agent
+                .budget
+                .stats
+                .get(id.0 as usize)
+                .map_or(0, |s| u64::from(s.calls.load(Ordering::Relaxed)));
+            b.report
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Demoted {
+                    method: *id,
+                    slot: *slot,
+                    rate_per_s: rate,
+                    mean_ns: c.mean_ns,
+                    counted: 0,
+                    traced,
+                });
+        }
+        if let Err(e) = retransform(agent, jni, &classes) {
+            agent
+                .problems
+                .capture(|| format!("the overhead budget could not re-instrument a class: {e}"));
+        }
+    }
+
+    /// Reads the counters of the demoted methods into their totals.
+    fn read_counters(&mut self, jni: Jni) {
+        let array = COUNTERS.load(Ordering::Acquire);
+        if array.is_null() || self.counters.is_empty() {
+            return;
+        }
+        let used = (NEXT_SLOT.load(Ordering::Relaxed) as usize).min(COUNTER_SLOTS);
+        self.scratch.resize(used, 0);
+        jni.int_array_region(array, &mut self.scratch);
+        for (slot, last, total) in &mut self.counters {
+            if let Some(&now) = self.scratch.get(*slot as usize) {
+                *total += u64::from((now as u32).wrapping_sub(*last as u32));
+                *last = now;
+            }
+        }
+    }
+
+    /// Writes METHOD_COUNTS: the estimate and the counted totals.
+    fn report(&mut self, jni: Jni) {
+        let b = &self.agent.budget;
+        let by_slot: HashMap<u32, u64> = self.counters.iter().map(|c| (c.0, c.2)).collect();
+        let counts: Vec<(MethodId, u64)> = {
+            let mut r = b.report.lock().unwrap_or_else(|e| e.into_inner());
+            for d in r.iter_mut() {
+                if let Some(&n) = by_slot.get(&d.slot) {
+                    d.counted = n;
+                }
+            }
+            r.iter()
+                .filter(|d| d.slot != NO_SLOT)
+                .map(|d| (d.method, d.counted))
+                .collect()
+        };
+        let overhead_bp = b.last_bp.load(Ordering::Relaxed);
+        self.push(
+            jni,
+            clock::now_ns(),
+            EventKind::MethodCounts {
+                overhead_bp,
+                counts,
+            },
+        );
+    }
+}
+
+/// Retransforms the loaded classes named `dotted` (every loader's).
+fn retransform(agent: &Agent, jni: Jni, dotted: &[String]) -> Result<(), String> {
+    if dotted.is_empty() {
+        return Ok(());
+    }
+    let wanted: Vec<String> = dotted
+        .iter()
+        .map(|d| format!("L{};", d.replace('.', "/")))
+        .collect();
+    jni.with_local_frame(65_536, || {
+        let loaded = agent.jvmti.loaded_classes(jni).map_err(|e| e.to_string())?;
+        let mut found = Vec::new();
+        for class in &loaded {
+            let Ok(sig) = agent.jvmti.class_signature(class.get()) else {
+                continue;
+            };
+            if wanted.contains(&sig) && agent.jvmti.is_modifiable_class(class.get()) {
+                found.push(class.get());
+            }
+        }
+        if found.is_empty() {
+            return Ok(());
+        }
+        agent
+            .jvmti
+            .retransform_classes(&found)
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// The end-of-run lines: what was demoted and how to keep it, or that
+/// nothing could be.
+pub fn summary(agent: &Agent) -> Vec<String> {
+    let b = &agent.budget;
+    let Some(limit) = b.limit_bp else {
+        return Vec::new();
+    };
+    let pct = |bp: u64| format!("{:.1}%", bp as f64 / 100.0);
+    let mut lines = Vec::new();
+    if b.could_not_demote.load(Ordering::Relaxed) {
+        lines.push(format!(
+            "budget: the estimated tracing overhead reached {} (budget {}), but {} cannot demote methods: everything was traced (mode=bci can; or trace fewer classes)",
+            pct(b.peak_bp.load(Ordering::Relaxed)),
+            pct(u64::from(limit)),
+            if agent.options.mode == CaptureMode::Jvmti {
+                "mode=jvmti"
+            } else {
+                "this JVM (no can_retransform_classes)"
+            }
+        ));
+    }
+    let mut demoted = b.report.lock().map(|r| r.clone()).unwrap_or_default();
+    if demoted.is_empty() {
+        return lines;
+    }
+    demoted.sort_by_key(|d| std::cmp::Reverse(d.counted + d.traced));
+    lines.push(format!(
+        "budget: {} method{} demoted to keep the estimated overhead under {} (it reached {}); their later calls were counted, not traced:",
+        demoted.len(),
+        if demoted.len() == 1 { " was" } else { "s were" },
+        pct(u64::from(limit)),
+        pct(b.peak_bp.load(Ordering::Relaxed)),
+    ));
+    const SHOWN: usize = 5;
+    let mut first = None;
+    for d in demoted.iter().take(SHOWN) {
+        let name = agent
+            .symbols
+            .method_names(d.method)
+            .map(|(c, n, s)| (format!("{c}.{n}"), s));
+        let (name, sig) = name.unwrap_or_else(|| (format!("method#{}", d.method.0), String::new()));
+        first.get_or_insert_with(|| name.clone());
+        let counted = if d.slot == NO_SLOT {
+            "not counted".to_string()
+        } else {
+            format!("{} counted", d.counted)
+        };
+        lines.push(format!(
+            "  {name}{sig}: {} traced, then {counted} ({}/s, {} ns each)",
+            d.traced, d.rate_per_s, d.mean_ns
+        ));
+    }
+    if demoted.len() > SHOWN {
+        lines.push(format!(
+            "  and {} more (DEMOTION events in the trace)",
+            demoted.len() - SHOWN
+        ));
+    }
+    lines.push(format!(
+        "  to trace them all: --budget off; to drop one: --exclude '{}'; or trace fewer methods with a narrower --classes",
+        first.unwrap_or_default()
+    ));
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overhead_is_tracing_time_over_the_programs_own_cpu() {
+        // 100 ms of tracing in 1.1 s of CPU: 10 % of the program's 1 s.
+        assert_eq!(overhead_bp(100e6, 1.1e9), 1_000);
+        // The tracer's estimate above the CPU used: bounded, not infinite.
+        assert_eq!(overhead_bp(2e9, 1e9), 400_000);
+        assert_eq!(overhead_bp(0.0, 0.0), 0);
+    }
+
+    #[test]
+    fn the_busiest_short_methods_are_demoted_until_under_the_budget() {
+        // Method 1: 1M calls of 5 ns; 2: 500k of 20 ns; 3: 200k of 50 µs
+        // (long: never); 4: 5k (rare: never). 100 ns a call, 1 s of CPU.
+        let deltas = [
+            (1, 1_000_000, 5_000_000),
+            (2, 500_000, 10_000_000),
+            (3, 200_000, 10_000_000_000),
+            (4, 5_000, 25_000),
+        ];
+        // 170.5 ms of tracing: 20.5 % of the program's 829.5 ms. Under a
+        // 10 % budget demoting 1 is enough (7.7 %, under 80 % of it); under
+        // 5 %, 2 goes too (2.2 %).
+        let ids = |limit| -> Vec<usize> {
+            choose(&deltas, 1e9, 100.0, limit, |_| false)
+                .iter()
+                .map(|c| c.method)
+                .collect()
+        };
+        assert_eq!(ids(1_000), vec![1]);
+        assert_eq!(ids(500), vec![1, 2]);
+        let chosen = choose(&deltas, 1e9, 100.0, 500, |_| false);
+        assert!(chosen[0].before_bp > chosen[0].after_bp);
+        assert_eq!(chosen[1].before_bp, chosen[0].after_bp);
+        assert_eq!(chosen[0].mean_ns, 5);
+        // Under budget: nothing.
+        assert!(choose(&deltas, 1e12, 100.0, 1_000, |_| false).is_empty());
+        // Already demoted ones are skipped.
+        let again = choose(&deltas, 1e9, 100.0, 1_000, |m| m == 1);
+        assert_eq!(again.first().map(|c| c.method), Some(2));
+    }
+
+    #[test]
+    fn calls_of_ten_microseconds_or_more_are_never_demoted() {
+        let deltas = [(7, 1_000_000, 1_000_000 * LONG_CALL_NS)];
+        assert!(choose(&deltas, 1e6, 100.0, 1, |_| false).is_empty());
+        let deltas = [(7, 1_000_000, 1_000_000 * (LONG_CALL_NS - 1))];
+        assert_eq!(choose(&deltas, 1e6, 100.0, 1, |_| false).len(), 1);
+    }
+}
