@@ -24,7 +24,10 @@
 # --apps       comma-separated subset of jetty,h2,rhino,javac
 # --kinds      comma-separated subset of calls,calls-jvmti,exceptions,
 #              threads,classes,locks,gc,samples,alloc (long soak and
-#              --overhead); all = every kind at once, sampling included
+#              --overhead); all = every kind at once, sampling included;
+#              --overhead also takes calls-budget (calls with the overhead
+#              budget on; calls has it off), wide and wide-budget (calls of
+#              the whole library, e.g. org.h2.*, budget off / on)
 # --overhead   measure instead of soaking: each application plain and under
 #              calls (bci, the application's package), calls-jvmti,
 #              exceptions, locks and samples, interleaved (the order rotates
@@ -179,6 +182,15 @@ app_classes() { # APP MODE
   esac
 }
 
+# Trace classes of the wide overhead runs: the library's every class.
+wide_classes() { # APP
+  case $1 in
+  jetty) echo "soak.*,org.eclipse.jetty.*" ;;
+  h2) echo "soak.*,org.h2.*" ;;
+  rhino) echo "soak.*,org.mozilla.javascript.*" ;;
+  esac
+}
+
 # What the application's own output says, for the plausibility checks.
 expect_args() { # APP N RUNDIR
   case $1 in
@@ -299,16 +311,20 @@ run_kind() { # APP N KIND
 # (repetition 0 is a warm-up, not recorded).
 overhead_run() { # APP N CONFIG REP
   local app=$1 n=$2 config=$3 rep=$4 rundir=$dir/$1-$2-$3-$4 cmd=() mode=bci events=$3
-  local globs classes=() rc rate=- nevents=-
+  local globs classes=() rc rate=- nevents=- budget=(--budget off) demoted=- estimated=-
   case $config in
   plain) ;;
   calls-jvmti) events=calls mode=jvmti ;;
+  calls-budget) events=calls budget=() ;;
+  wide) events=calls ;;
+  wide-budget) events=calls budget=() ;;
   esac
   globs=$(app_classes "$app" "$mode")
+  case $config in wide | wide-budget) globs=$(wide_classes "$app") ;; esac
   [ -z "$globs" ] || classes=(--classes "$globs")
   if [ "$config" != plain ]; then
     cmd=("$vmview" record "${classes[@]}" --events "$events" --mode "$mode" --exceptions all
-      -o "$rundir/trace.vmv" --)
+      "${budget[@]}" -o "$rundir/trace.vmv" --)
   fi
   mkdir -p "$rundir"
   set +e
@@ -325,15 +341,16 @@ overhead_run() { # APP N CONFIG REP
   [ "$config" = plain ] && plain_out[$app]=$out
   rate=$(sed -n 's/^jetty: .* \([0-9]*\) requests\/s$/\1/p' "$rundir/stderr")
   if [ -f "$rundir/trace.vmv" ]; then
-    nevents=$("$vmview" stats --format json "$rundir/trace.vmv" 2>/dev/null |
-      python3 -c 'import json,sys; print(json.load(sys.stdin)["events"])' || echo -)
+    read -r nevents demoted estimated < <("$vmview" stats --format json "$rundir/trace.vmv" 2>/dev/null |
+      python3 -c 'import json,sys; d=json.load(sys.stdin); b=d.get("budget",{}); e=b.get("estimated_overhead_bp"); print(d["events"], b.get("demoted",0), "-" if e is None else e)' || echo "- - -")
     rm -f "$rundir/trace.vmv"
   fi
   rm -rf "$rundir/out"
   local wall user sys line
   read -r wall user sys <"$rundir/time"
   line=$(awk -v a="$app" -v c="$config" -v r="$rep" -v w="$wall" -v u="$user" -v s="$sys" -v q="${rate:--}" \
-    -v e="$nevents" 'BEGIN { printf "%s\t%s\t%s\t%d\t%d\t%s\t%s", a, c, r, w * 1000, (u + s) * 1000, q, e }')
+    -v e="$nevents" -v d="$demoted" -v x="$estimated" \
+    'BEGIN { printf "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s", a, c, r, w * 1000, (u + s) * 1000, q, e, d, x }')
   ((rep == 0)) && return 0
   echo "$line" >>"$dir/overhead.tsv"
   echo "soak: $line"
@@ -370,7 +387,7 @@ if ((overhead)); then
       # The order rotates each repetition.
       for ((i = 0; i < ${#configs[@]}; i++)); do
         config=${configs[$(((i + rep - 1) % ${#configs[@]}))]}
-        [ "$app:$config" = javac:calls ] && continue # JDK code is not rewritten
+        case $app:$config in javac:calls | javac:calls-budget | javac:wide*) continue ;; esac # JDK code is not rewritten
         overhead_run "$app" "$(overhead_size "$app")" "$config" "$rep"
       done
     done

@@ -74,8 +74,20 @@ pub const CONFIGS: &[Config] = &[
     Config {
         name: "vmview bci",
         jdk: Jdk::Default,
+        // Every call traced: the overhead budget off (agents from before
+        // it take the second string).
         tracer: Tracer::Vmview {
-            options: &["mode=bci,args=off"],
+            options: &["mode=bci,args=off,budget=off", "mode=bci,args=off"],
+        },
+        scale: 1,
+        max_reps: None,
+    },
+    Config {
+        name: "vmview bci budget",
+        jdk: Jdk::Default,
+        // The agent's defaults: the overhead budget on (docs/BUDGET.md).
+        tracer: Tracer::Vmview {
+            options: &["mode=bci,args=off,budget=10%"],
         },
         scale: 1,
         max_reps: None,
@@ -84,7 +96,7 @@ pub const CONFIGS: &[Config] = &[
         name: "vmview bci+args",
         jdk: Jdk::Default,
         tracer: Tracer::Vmview {
-            options: &["mode=bci,args=on"],
+            options: &["mode=bci,args=on,budget=off", "mode=bci,args=on"],
         },
         scale: 1,
         max_reps: None,
@@ -94,7 +106,7 @@ pub const CONFIGS: &[Config] = &[
         jdk: Jdk::Default,
         // Agents from before the `mode` option know only JVMTI method events.
         tracer: Tracer::Vmview {
-            options: &["mode=jvmti", ""],
+            options: &["mode=jvmti,budget=off", "mode=jvmti", ""],
         },
         scale: 50,
         max_reps: Some(3),

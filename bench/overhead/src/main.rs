@@ -171,6 +171,10 @@ struct Row {
     calls: Option<u64>,
     dropped: Option<u64>,
     trace_bytes: Option<u64>,
+    /// The overhead budget: methods demoted, and its mean estimate of the
+    /// overhead (basis points) when it reported one.
+    demoted: Option<u64>,
+    estimated_bp: Option<u64>,
 }
 
 fn run(args: &Args) -> anyhow::Result<()> {
@@ -359,6 +363,8 @@ fn measure_all(args: &Args, agent: &Path, vmview: &Path, work: &Path) -> anyhow:
             events: None,
             calls: None,
             dropped: None,
+            demoted: None,
+            estimated_bp: None,
             trace_bytes: None,
         };
         if java.is_none() {
@@ -572,6 +578,8 @@ fn read_trace_stats(vmview: &Path, trace: &Path, row: &mut Row) -> anyhow::Resul
     row.events = doc["events"].as_u64();
     row.calls = Some(doc["events_by_type"]["CALL"].as_u64().unwrap_or(0));
     row.dropped = doc["dropped"].as_u64();
+    row.demoted = doc["budget"]["demoted"].as_u64();
+    row.estimated_bp = doc["budget"]["estimated_overhead_bp"].as_u64();
     Ok(())
 }
 
@@ -817,6 +825,24 @@ impl<'a> Report<'a> {
                     thousands(d)
                 ));
             }
+            if let Some(d) = r.row.demoted.filter(|d| *d > 0) {
+                notes.push(format!(
+                    "{}: the overhead budget demoted {} methods; its estimated overhead {} (measured: cpu {}, wall {})",
+                    c.name,
+                    thousands(d),
+                    r.row
+                        .estimated_bp
+                        .map_or("—".to_string(), |bp| format!("{:.1}%", bp as f64 / 100.0)),
+                    ratio(r.cpu_ratio),
+                    ratio(r.wall_ratio)
+                ));
+            } else if let Some(bp) = r.row.estimated_bp {
+                notes.push(format!(
+                    "{}: the overhead budget estimated {:.1}% and demoted nothing",
+                    c.name,
+                    bp as f64 / 100.0
+                ));
+            }
             if let Some(opts) = r.row.agent_options.as_deref() {
                 notes.push(format!(
                     "{}: agent options {}",
@@ -890,6 +916,8 @@ impl<'a> Report<'a> {
                     "calls_recorded": r.recorded_calls,
                     "calls_executed": r.executed_calls,
                     "dropped": r.row.dropped,
+                    "methods_demoted": r.row.demoted,
+                    "estimated_overhead_bp": r.row.estimated_bp,
                     "trace_bytes": r.row.trace_bytes,
                     "ns_per_call_work": r.ns_per_call,
                     "ns_per_call_cpu": r.cpu_ns_per_call,

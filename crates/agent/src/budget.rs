@@ -28,7 +28,9 @@
 //!   counter (`Probe.counts[slot]++`, [`vmview_classfile::Hooks::Count`]):
 //!   no JNI call, no time stamp;
 //! - the counters are read every second into METHOD_COUNTS events (with
-//!   the last estimate), and once more when the recording stops.
+//!   the last estimate), and once more when the recording stops — once
+//!   the budget had to act: a recording within its budget has no event
+//!   of the budget's.
 //!
 //! In `mode=jvmti` (or without `can_retransform_classes`) nothing can be
 //! demoted: the estimate is still made and reported. Decisions stop by
@@ -53,7 +55,10 @@ use vmview_options::CaptureMode;
 const TRACKED: usize = 1 << 17;
 /// Counter slots of the probe's `counts` array (per JVM, never reused):
 /// a method demoted past them is left uninstrumented, uncounted.
-pub const COUNTER_SLOTS: usize = 1 << 16;
+pub const COUNTER_SLOTS: usize = 1 << 14;
+/// Array elements per slot: one slot per 64-byte cache line, so threads
+/// counting different methods do not contend for a line (1 MiB in all).
+const STRIDE: usize = 16;
 /// How often the budget looks.
 const TICK: Duration = Duration::from_millis(250);
 /// METHOD_COUNTS every this many ticks.
@@ -189,7 +194,10 @@ pub fn hooks_for(agent: &Agent, id: MethodId) -> Option<Hooks> {
     match slot {
         None => Some(Hooks::Trace(id.0)),
         Some(NO_SLOT) => None,
-        Some(slot) => Some(Hooks::Count { id: id.0, slot }),
+        Some(slot) => Some(Hooks::Count {
+            id: id.0,
+            slot: slot * STRIDE as u32,
+        }),
     }
 }
 
@@ -200,7 +208,8 @@ pub fn install_counters(jni: Jni, probe_class: sys::jclass) {
     let Ok(name) = std::ffi::CString::new(name) else {
         return;
     };
-    if let Some(array) = jni.new_static_int_array(probe_class, &name, COUNTER_SLOTS as i32) {
+    let len = (COUNTER_SLOTS * STRIDE) as i32;
+    if let Some(array) = jni.new_static_int_array(probe_class, &name, len) {
         COUNTERS.store(array, Ordering::Release);
     }
 }
@@ -400,6 +409,10 @@ struct Loop {
     ticks: u32,
     /// Estimated tracing time so far, ns.
     spent_ns: f64,
+    /// Whether the budget ever had to act (or would have, in jvmti mode):
+    /// only then are METHOD_COUNTS written, so a recording within its
+    /// budget has no event of the budget's.
+    engaged: bool,
 }
 
 impl Loop {
@@ -418,6 +431,7 @@ impl Loop {
             demote: can_demote(agent),
             ticks: 0,
             spent_ns: 0.0,
+            engaged: false,
         }
     }
 
@@ -508,10 +522,13 @@ impl Loop {
         b.last_bp.store(bp, Ordering::Relaxed);
         b.peak_bp.fetch_max(bp, Ordering::Relaxed);
         self.ticks = self.ticks.wrapping_add(1);
-        let over = bp > u64::from(limit_bp) && self.started.elapsed() >= WARM_UP;
+        let over = bp > u64::from(limit_bp)
+            && self.started.elapsed() >= WARM_UP
+            && self.spent_ns >= OVERDRAFT_NS;
+        self.engaged |= over;
         if over && !self.demote {
             b.could_not_demote.store(true, Ordering::Relaxed);
-        } else if over && self.spent_ns >= OVERDRAFT_NS {
+        } else if over {
             let calibration = crate::calibrate::CALIBRATION_METHOD.0 as usize;
             let choices = {
                 let demoted = b.demoted.read().unwrap_or_else(|e| e.into_inner());
@@ -610,10 +627,10 @@ impl Loop {
             return;
         }
         let used = (NEXT_SLOT.load(Ordering::Relaxed) as usize).min(COUNTER_SLOTS);
-        self.scratch.resize(used, 0);
+        self.scratch.resize(used * STRIDE, 0);
         jni.int_array_region(array, &mut self.scratch);
         for (slot, last, total) in &mut self.counters {
-            if let Some(&now) = self.scratch.get(*slot as usize) {
+            if let Some(&now) = self.scratch.get(*slot as usize * STRIDE) {
                 *total += u64::from((now as u32).wrapping_sub(*last as u32));
                 *last = now;
             }
@@ -622,6 +639,9 @@ impl Loop {
 
     /// Writes METHOD_COUNTS: the estimate and the counted totals.
     fn report(&mut self, jni: Jni) {
+        if !self.engaged {
+            return;
+        }
         let b = &self.agent.budget;
         let by_slot: HashMap<u32, u64> = self.counters.iter().map(|c| (c.0, c.2)).collect();
         let counts: Vec<(MethodId, u64)> = {
@@ -676,6 +696,19 @@ fn retransform(agent: &Agent, jni: Jni, dotted: &[String]) -> Result<(), String>
             .retransform_classes(&found)
             .map_err(|e| e.to_string())
     })
+}
+
+/// One line for `vmview attach PID status`: the budget, the last
+/// estimate and the methods demoted; `None` when the budget is off.
+pub fn status(agent: &Agent) -> Option<String> {
+    let b = &agent.budget;
+    let limit = b.limit_bp?;
+    let demoted = b.report.lock().map_or(0, |r| r.len());
+    Some(format!(
+        "{:.1}% (estimated overhead {:.1}%, {demoted} methods demoted)",
+        f64::from(limit) / 100.0,
+        b.last_bp.load(Ordering::Relaxed) as f64 / 100.0
+    ))
 }
 
 /// The end-of-run lines: what was demoted and how to keep it, or that

@@ -222,6 +222,9 @@ fn counts(a: &Agent, r: &mut Reply) {
     r.push("events", a.written.load(Ordering::Relaxed));
     r.push("bytes", std::fs::metadata(&a.path).map_or(0, |m| m.len()));
     r.push("dropped", a.buffers.dropped());
+    if let Some(b) = crate::budget::status(a) {
+        r.push("budget", b);
+    }
 }
 
 /// Stops `a`: the writer finishes the file, and trace classes get their

@@ -46,6 +46,11 @@ pub struct TraceStats {
     pub gc_total_ns: u64,
     /// Events the agent dropped: the sum of the DROPPED records' counts.
     pub dropped: u64,
+    /// The overhead budget's reports (METHOD_COUNTS events) and the sum of
+    /// their estimates, basis points: their mean is the budget's estimate
+    /// of the tracer's overhead over the time it reported.
+    pub budget_reports: u64,
+    pub budget_bp_sum: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -181,6 +186,8 @@ pub struct StatsBuilder {
     gc_count: u64,
     gc_total_ns: u64,
     dropped: u64,
+    budget_reports: u64,
+    budget_bp_sum: u64,
     /// A partial builder ([`StatsBuilder::partial`]): the threads' stacks
     /// are only what this part of the trace opened, and what needs the
     /// frames opened before it is deferred to [`StatsBuilder::merge`].
@@ -373,7 +380,12 @@ impl EventSink for StatsBuilder {
             EventKind::Demotion { method, .. } => {
                 method_acc(&mut self.methods, *method, syms).demoted = true;
             }
-            EventKind::MethodCounts { counts, .. } => {
+            EventKind::MethodCounts {
+                counts,
+                overhead_bp,
+            } => {
+                self.budget_reports += 1;
+                self.budget_bp_sum = self.budget_bp_sum.saturating_add(*overhead_bp);
                 // Running totals: the largest is the latest.
                 for (method, n) in counts {
                     let m = method_acc(&mut self.methods, *method, syms);
@@ -584,6 +596,8 @@ impl StatsBuilder {
         self.gc_count += part.gc_count;
         self.gc_total_ns = self.gc_total_ns.saturating_add(part.gc_total_ns);
         self.dropped = self.dropped.saturating_add(part.dropped);
+        self.budget_reports += part.budget_reports;
+        self.budget_bp_sum = self.budget_bp_sum.saturating_add(part.budget_bp_sum);
     }
 
     /// Resolves names and sorts. Ties sort by name so output is stable.
@@ -670,6 +684,8 @@ impl StatsBuilder {
             gc_count: self.gc_count,
             gc_total_ns: self.gc_total_ns,
             dropped: self.dropped,
+            budget_reports: self.budget_reports,
+            budget_bp_sum: self.budget_bp_sum,
         }
     }
 }

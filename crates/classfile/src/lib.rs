@@ -141,7 +141,7 @@ pub enum Hooks {
     Trace(u32),
     /// Only `Probe.counts[slot]++` at the method's start
     /// ([`probe::COUNTS_FIELD`]): the method's calls are counted, not
-    /// traced. `id` is its method id, reported back in
+    /// traced. `slot` is the array index itself. `id` is its method id, reported back in
     /// [`InstrumentedMethod::method_id`]; no probe method is called.
     Count { id: u32, slot: u32 },
 }

@@ -448,6 +448,8 @@ fn wait(
         .map(|p| PathBuf::from(vmview_options::own_file_name(&p.to_string_lossy(), pid)));
     let mut interrupted = false;
     let mut last_probe: Option<Instant> = None;
+    // The overhead budget's last report (estimate, methods demoted).
+    let mut budget: Option<(u64, usize)> = None;
     loop {
         if let Some(status) = child.try_wait().context("waiting for the JVM")? {
             return Ok(status);
@@ -472,11 +474,21 @@ fn wait(
                 // A trace left by an earlier run is not progress.
                 let fresh =
                     path.filter(|p| written_at(p).is_some_and(|t| before.is_none_or(|b| t > b)));
+                if let Some(b) = fresh.and_then(budget_probe) {
+                    budget = Some(b);
+                }
                 let progress = match fresh.and_then(probe) {
                     Some((events, bytes)) => {
                         format!("{} events, {}", HumanCount(events), HumanBytes(bytes))
                     }
                     None => "starting".to_string(),
+                };
+                let progress = match budget {
+                    Some((bp, demoted)) => format!(
+                        "{progress}, overhead ~{:.1}%, {demoted} demoted",
+                        bp as f64 / 100.0
+                    ),
+                    None => progress,
                 };
                 let note = if interrupted {
                     " (interrupted: waiting for the JVM to finish the trace; Ctrl-C again to quit)"
@@ -488,6 +500,34 @@ fn wait(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The overhead budget's last report in the trace's last chunk: its
+/// estimate (basis points) and how many methods it demoted. Only a small
+/// last chunk is decoded, so the status line stays cheap while the trace
+/// grows fast; `None` keeps the previous report.
+fn budget_probe(path: &Path) -> Option<(u64, usize)> {
+    const MAX_DECODED: u64 = 2 << 20;
+    let mut reader = TraceReader::open(path).ok()?;
+    let last = reader.index().ok()?.chunks.last().cloned()?;
+    if last.len > MAX_DECODED {
+        return None;
+    }
+    reader.seek_to_chunk(&last).ok()?;
+    let mut found = None;
+    while let Some(ev) = reader.next_event() {
+        if reader.current_chunk().is_some_and(|c| c.seq != last.seq) {
+            break;
+        }
+        if let vmview_format::EventKind::MethodCounts {
+            overhead_bp,
+            counts,
+        } = &ev.kind
+        {
+            found = Some((*overhead_bp, counts.len()));
+        }
+    }
+    found
 }
 
 /// Events and bytes in a trace, from its chunk index; `None` while the file

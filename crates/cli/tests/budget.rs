@@ -119,6 +119,58 @@ fn the_hot_short_method_is_demoted_at_its_phase_and_counted_the_rest_exactly() {
     let err = rec.stderr();
     assert!(err.contains("fx.Budget.leaf(I)I"), "{err}");
     assert!(err.contains("--budget off"), "{err}");
+
+    // stats lists it as counted, not traced, with both counts.
+    let stats = run(&["stats", path_str(&rec.trace)]);
+    let text = String::from_utf8_lossy(&stats.stdout);
+    let section = text
+        .split("\n\n")
+        .find(|s| s.starts_with("demoted by the overhead budget"))
+        .unwrap_or_else(|| panic!("no demoted section in\n{text}"));
+    let row = format!(
+        "fx.Budget.leaf(I)I   {}   {counted}   {total}",
+        counts["leaf"].0
+    );
+    assert!(
+        section
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join("   ")
+            .contains(&row),
+        "{section}\nwanted {row}"
+    );
+    let json = run(&["stats", path_str(&rec.trace), "--format", "json"]);
+    let doc: Value = serde_json::from_slice(&json.stdout).expect("stats JSON");
+    assert_eq!(doc["budget"]["demoted"], 1, "{}", doc["budget"]);
+    // The two kinds export as XML that its DTD accepts.
+    let small = rec.trace.with_file_name("budget-events.vmv");
+    let f = run(&[
+        "filter",
+        path_str(&rec.trace),
+        "-o",
+        path_str(&small),
+        "type in [DEMOTION, METHOD_COUNTS]",
+    ]);
+    assert!(f.status.success(), "{}", String::from_utf8_lossy(&f.stderr));
+    let xml = small.with_extension("xml");
+    crate::xml::export(&small, "xml", &xml);
+    let text = std::fs::read_to_string(&xml).unwrap();
+    assert!(
+        text.contains("<DEMOTION") && text.contains("<COUNTS CLASS="),
+        "{text}"
+    );
+    crate::xml::assert_valid_xml(&xml);
+
+    // calltree and dataflow say their trees and values miss those calls.
+    for cmd in ["calltree", "dataflow"] {
+        let out = run(&[cmd, path_str(&rec.trace)]);
+        assert!(out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("demoted by the overhead budget") && err.contains("fx.Budget.leaf(I)I"),
+            "{cmd}: {err}"
+        );
+    }
 }
 
 #[test]
@@ -156,7 +208,7 @@ fn jvmti_mode_cannot_demote_and_says_so() {
         ],
         &[],
         "fx.Budget",
-        &["1200"],
+        &["2500"],
     );
     assert!(rec.output.status.success(), "{}", rec.stderr());
     let want = printed(&rec.stdout());

@@ -402,7 +402,7 @@ fn render_event(b: &mut Vec<u8>, ev: &Event, syms: &SymbolTable) {
             elem_num(b, "OVERHEAD", *overhead_bp);
             for (m, n) in counts {
                 let names = MethodNames::resolve(syms, *m);
-                push_fmt(b, format_args!("<COUNT CLASS=\""));
+                push_fmt(b, format_args!("<COUNTS CLASS=\""));
                 push_class_attr(b, names.class);
                 b.extend_from_slice(b"\" MTD=\"");
                 push_attr(b, names.name);

@@ -461,7 +461,7 @@ fn print_status(p: &Process, reply: &Reply) {
     }
     out!("pid {}: {state}", p.pid);
     out!("  file     {}", reply.host_file(p, "file").display());
-    for key in ["agent", "recording", "events", "bytes", "dropped"] {
+    for key in ["agent", "recording", "events", "bytes", "dropped", "budget"] {
         if let Some(v) = reply.get(key) {
             out!("  {key:<8} {v}");
         }
