@@ -59,7 +59,7 @@ fn the_hot_short_method_is_demoted_at_its_phase_and_counted_the_rest_exactly() {
     assert_eq!(d["method"], "leaf");
     assert_eq!(d["counted"], true);
     assert!(d["mean_ns"].as_u64().unwrap() < 10_000, "{d}");
-    assert!(d["rate_per_s"].as_u64().unwrap() >= 40_000, "{d}");
+    assert!(d["rate_per_s"].as_u64().unwrap() >= 1_000, "{d}");
     assert!(
         d["before_bp"].as_u64().unwrap() > 500 && d["after_bp"].as_u64().unwrap() <= 500,
         "{d}"
