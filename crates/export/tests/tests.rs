@@ -457,6 +457,24 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
                 stack: sample_stack,
             },
         ),
+        ev(
+            main,
+            EventKind::Demotion {
+                method: check,
+                rate_per_s: 2_500_000,
+                mean_ns: 40,
+                before_bp: 2_150,
+                after_bp: 420,
+                counted: true,
+            },
+        ),
+        ev(
+            main,
+            EventKind::MethodCounts {
+                overhead_bp: 380,
+                counts: vec![(check, 1_234_567)],
+            },
+        ),
         ev(ThreadRef(9), EventKind::ThreadEnd),
         ev(clerk, EventKind::ThreadEnd),
     ];
@@ -550,6 +568,17 @@ fn jsonl_keys_per_event_type() {
             "REACTION_HANDLERS" => vec!["samples", "handlers", "skipped"],
             "FOREIGN" => vec!["name", "fields"],
             "ALLOC_SAMPLE" => vec!["class", "size", "stack"],
+            "DEMOTION" => vec![
+                "class",
+                "method",
+                "sig",
+                "rate_per_s",
+                "mean_ns",
+                "before_bp",
+                "after_bp",
+                "counted",
+            ],
+            "METHOD_COUNTS" => vec!["overhead_bp", "counts"],
             other => panic!("unexpected type {other}"),
         }
     };
