@@ -609,3 +609,44 @@ fn the_jfr_reader_survives_cuts_and_flipped_bytes_anywhere() {
         read(flipped);
     }
 }
+
+/// JFR's allocation samples (`jdk.ObjectAllocationSample`, JDK 16+) are
+/// ALLOC_SAMPLE events: as many as the jfr tool prints, per allocating
+/// method, with the same bytes (`weight`) in all, and the fixture's big
+/// arrays in the method that made them.
+#[test]
+fn jdk17_allocation_samples_equal_the_jfr_tools_and_name_the_allocating_method() {
+    let (java, jfr) = jdk17();
+    let rec = record_jfr(&java, "settings=profile", "fx.Allocs", &[]);
+    let jdk = jfr_print(&jfr, "jdk.ObjectAllocationSample", &rec);
+    let ours = jsonl(&rec);
+    let samples = of_type(&ours, "ALLOC_SAMPLE");
+    assert_eq!(samples.len(), jdk.len(), "number of allocation samples");
+    let theirs_top = count_by(jdk.iter().map(|(_, v)| jfr_top_frame(v)));
+    let ours_top = count_by(samples.iter().map(|e| {
+        let f = &e["stack"][0];
+        format!(
+            "{}.{}",
+            f["class"].as_str().unwrap_or("?"),
+            f["method"].as_str().unwrap_or("?")
+        )
+    }));
+    assert_eq!(ours_top, theirs_top, "allocation samples per top frame");
+    let theirs_bytes: u64 = jdk
+        .iter()
+        .map(|(_, v)| v["weight"].as_u64().expect("weight in bytes"))
+        .sum();
+    let ours_bytes: u64 = samples.iter().map(|e| e["size"].as_u64().unwrap()).sum();
+    assert_eq!(ours_bytes, theirs_bytes, "bytes the samples stand for");
+    // makeBuffers() allocates about 200 MB of 100,000-byte arrays, most of
+    // all the program allocates: most sampled bytes are byte[] there.
+    let buffers: u64 = samples
+        .iter()
+        .filter(|e| e["class"] == "byte[]" && e["stack"][0]["method"] == "makeBuffers")
+        .map(|e| e["size"].as_u64().unwrap())
+        .sum();
+    assert!(
+        buffers * 2 > ours_bytes,
+        "byte[] in makeBuffers: {buffers} of {ours_bytes} sampled bytes"
+    );
+}

@@ -67,6 +67,7 @@ enum Kind {
     ThreadEnd,
     Throw,
     MethodTrace,
+    AllocSample,
     JvmInfo,
     Foreign,
 }
@@ -82,6 +83,7 @@ fn kind_of(name: &str) -> Kind {
         "jdk.ThreadEnd" => Kind::ThreadEnd,
         "jdk.JavaExceptionThrow" | "jdk.JavaErrorThrow" => Kind::Throw,
         "jdk.MethodTrace" => Kind::MethodTrace,
+        "jdk.ObjectAllocationSample" => Kind::AllocSample,
         "jdk.JVMInformation" => Kind::JvmInfo,
         _ => Kind::Foreign,
     }
@@ -602,6 +604,33 @@ impl<R: Read + Seek> JfrReader<R> {
                 };
                 push(time, 1, 0, thread, k);
             }
+            // JDK 16+: one sample per allocation the JDK chose (throttled,
+            // `jdk.ObjectAllocationSample#throttle`), whose `weight` is the
+            // bytes allocated since the thread's previous sample: the bytes
+            // it stands for, as an ALLOC_SAMPLE's size does.
+            Kind::AllocSample => {
+                let thread = event_thread.unwrap_or_else(|| self.jvm_thread());
+                let class = chunk
+                    .field(v, "objectClass")
+                    .map(|c| self.class_name(chunk, c))
+                    .unwrap_or_else(|| "?".to_string());
+                let class = self.interner.string(&mut self.symbols, &class);
+                let size = chunk
+                    .field(v, "weight")
+                    .and_then(|w| chunk.int(w))
+                    .map_or(0, |w| w.max(0) as u64);
+                let Some(st) = self.stack(chunk, cache, v) else {
+                    return;
+                };
+                let stack = st.id;
+                push(
+                    time,
+                    1,
+                    0,
+                    thread,
+                    EventKind::AllocSample { class, size, stack },
+                );
+            }
             Kind::Throw => {
                 let thread = event_thread.unwrap_or_else(|| self.jvm_thread());
                 let class = chunk
@@ -851,7 +880,7 @@ impl<R: Read + Seek> JfrReader<R> {
             .field(c, "name")
             .and_then(|n| chunk.string(n))
             .unwrap_or("?");
-        name.replace('/', ".")
+        java_class_name(name)
     }
 
     fn monitor(&mut self, chunk: &Chunk, v: &Value) -> Monitor {
@@ -1116,4 +1145,42 @@ fn read_up_to(f: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// A JFR class name as the agent names classes: `fx/Allocs$Point` →
+/// `fx.Allocs$Point`, and arrays, which JFR names by descriptor, as Java
+/// writes them: `[B` → `byte[]`, `[[Ljava/lang/String;` →
+/// `java.lang.String[][]`.
+fn java_class_name(name: &str) -> String {
+    let dims = name.bytes().take_while(|b| *b == b'[').count();
+    if dims == 0 {
+        return name.replace('/', ".");
+    }
+    let elem = &name[dims..];
+    let base = match elem.as_bytes().first() {
+        Some(b'L') => elem[1..].trim_end_matches(';').replace('/', "."),
+        Some(b'Z') => "boolean".into(),
+        Some(b'B') => "byte".into(),
+        Some(b'C') => "char".into(),
+        Some(b'S') => "short".into(),
+        Some(b'I') => "int".into(),
+        Some(b'J') => "long".into(),
+        Some(b'F') => "float".into(),
+        Some(b'D') => "double".into(),
+        _ => return name.replace('/', "."),
+    };
+    base + &"[]".repeat(dims)
+}
+
+#[cfg(test)]
+mod name_tests {
+    #[test]
+    fn array_classes_are_named_as_java_writes_them() {
+        assert_eq!(super::java_class_name("[B"), "byte[]");
+        assert_eq!(
+            super::java_class_name("[[Ljava/lang/String;"),
+            "java.lang.String[][]"
+        );
+        assert_eq!(super::java_class_name("fx/Allocs$Point"), "fx.Allocs$Point");
+    }
 }
