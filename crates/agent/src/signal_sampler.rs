@@ -125,6 +125,13 @@ static RING: [Slot; SLOTS] = [EMPTY_SLOT; SLOTS];
 static NEXT_SLOT: AtomicU64 = AtomicU64::new(0);
 /// Whether a recording samples now: the handler does nothing otherwise.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Whether ClassPrepare gives new classes their jmethodIDs: from before
+/// the warm-up pass to the end of the recording, so that a class prepared
+/// while the pass runs is not missed by both.
+static MAKE_IDS: AtomicBool = AtomicBool::new(false);
+/// The shortest time between two passes over the loaded classes made
+/// because walks named methods without a jmethodID.
+const HEAL_EVERY: Duration = Duration::from_secs(1);
 static AGCT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 static VM: AtomicPtr<sys::JavaVM> = AtomicPtr::new(std::ptr::null_mut());
 /// Samples lost because every slot was taken.
@@ -369,6 +376,12 @@ pub struct SignalSampler {
     /// Whether a jmethodID is `Continuation.enterSpecial`, by id.
     entry_frames: HashMap<usize, bool>,
     late: u64,
+    /// Walks dropped because a frame's method had no jmethodID yet.
+    unresolved: u64,
+    /// When the loaded classes were last given their jmethodIDs, and
+    /// whether a walk has since met a method without one.
+    ids_made: Instant,
+    ids_missing: bool,
 }
 
 impl SignalSampler {
@@ -397,26 +410,14 @@ impl SignalSampler {
         // AsyncGetCallTrace walks only while ClassLoad is enabled; the
         // ClassPrepare callback gives new classes their jmethodIDs. Both
         // before the pass over the loaded classes, so none is missed.
+        MAKE_IDS.store(true, Ordering::Release);
         for e in [sys::JVMTI_EVENT_CLASS_LOAD, sys::JVMTI_EVENT_CLASS_PREPARE] {
             agent
                 .jvmti
                 .set_event(true, e)
                 .map_err(|e| format!("cannot enable class events: {e}"))?;
         }
-        // One reference per loaded class arrives at once.
-        jni.with_local_frame(65_536, || {
-            if let Ok(classes) = agent.jvmti.loaded_classes(jni) {
-                for c in &classes {
-                    let prepared = agent
-                        .jvmti
-                        .class_status(c.get())
-                        .is_ok_and(|s| s & sys::JVMTI_CLASS_STATUS_PREPARED as i32 != 0);
-                    if prepared {
-                        let _ = agent.jvmti.create_method_ids(c.get());
-                    }
-                }
-            }
-        });
+        make_method_ids(agent, jni);
         ACTIVE.store(true, Ordering::Release);
         Ok(SignalSampler {
             cpu: agent.options.sampler == SamplerKind::Cpu,
@@ -434,6 +435,12 @@ impl SignalSampler {
             entry_frames: HashMap::new(),
             outstanding: HashMap::new(),
             late: 0,
+            unresolved: 0,
+            // The first miss is healed at the next tick.
+            ids_made: Instant::now()
+                .checked_sub(HEAL_EVERY)
+                .unwrap_or_else(Instant::now),
+            ids_missing: false,
         })
     }
 
@@ -461,6 +468,14 @@ impl SignalSampler {
     /// One tick: signals the threads (wall) or keeps their CPU timers, and
     /// returns the samples taken.
     pub fn tick(&mut self, agent: &Agent, jni: Jni) -> Vec<Walk> {
+        // A walk met a method without a jmethodID (a class that slipped
+        // past both the pass and ClassPrepare): another pass, at most one
+        // a second, so that the thread's next walks resolve.
+        if self.ids_missing && self.ids_made.elapsed() >= HEAL_EVERY {
+            make_method_ids(agent, jni);
+            self.ids_made = Instant::now();
+            self.ids_missing = false;
+        }
         let threads = match agent.jvmti.all_threads(jni) {
             Ok(t) => t,
             Err(e) => {
@@ -683,7 +698,8 @@ impl SignalSampler {
                 .collect();
             slot.state.store(FREE, Ordering::Release);
             if frames.iter().any(|f| f.method.is_null()) {
-                self.failed[5] += 1;
+                self.unresolved += 1;
+                self.ids_missing = true;
                 f(tid, cpu, time, None);
                 continue;
             }
@@ -747,6 +763,7 @@ impl SignalSampler {
     /// walks failed when it was a large share.
     pub fn stop(&mut self, agent: &Agent) {
         ACTIVE.store(false, Ordering::Release);
+        MAKE_IDS.store(false, Ordering::Release);
         for (_, timer) in self.timers.drain() {
             // SAFETY: a timer this sampler created.
             unsafe { libc::timer_delete(timer) };
@@ -759,10 +776,11 @@ impl SignalSampler {
             .enumerate()
             .filter(|(code, _)| *code != 0 && *code != 3)
             .map(|(_, n)| n)
-            .sum();
+            .sum::<u64>()
+            + self.unresolved;
         let full = RING_FULL.swap(0, Ordering::Relaxed);
         if self.walks > 0 && (failed + full) * 4 > self.walks && !agent.options.quiet {
-            let why: Vec<String> = self
+            let mut why: Vec<String> = self
                 .failed
                 .iter()
                 .zip(CODE_NAMES)
@@ -771,6 +789,9 @@ impl SignalSampler {
                 .map(|(_, x)| x)
                 .map(|(n, name)| format!("{name}: {n}"))
                 .collect();
+            if self.unresolved > 0 {
+                why.push(format!("method without a jmethodID: {}", self.unresolved));
+            }
             crate::problems::say(&format!(
                 "{} of {} stack walks failed and were dropped ({}), {full} lost to a full ring",
                 failed,
@@ -779,6 +800,25 @@ impl SignalSampler {
             ));
         }
     }
+}
+
+/// Gives every prepared class its jmethodIDs, which HotSpot makes lazily
+/// and `AsyncGetCallTrace` needs (async-profiler's warm-up).
+fn make_method_ids(agent: &Agent, jni: Jni) {
+    // One reference per loaded class arrives at once.
+    jni.with_local_frame(65_536, || {
+        if let Ok(classes) = agent.jvmti.loaded_classes(jni) {
+            for c in &classes {
+                let prepared = agent
+                    .jvmti
+                    .class_status(c.get())
+                    .is_ok_and(|s| s & sys::JVMTI_CLASS_STATUS_PREPARED as i32 != 0);
+                if prepared {
+                    let _ = agent.jvmti.create_method_ids(c.get());
+                }
+            }
+        }
+    });
 }
 
 /// Whether `method` is `jdk.internal.vm.Continuation.enterSpecial`, the
@@ -882,7 +922,7 @@ fn jni_global(jni: Jni, obj: sys::jobject, make: bool) -> sys::jobject {
 /// ClassPrepare: gives the class's methods their jmethodIDs while signal
 /// sampling is on.
 pub fn on_class_prepare(agent: &Agent, class: sys::jclass) {
-    if ACTIVE.load(Ordering::Relaxed) {
+    if MAKE_IDS.load(Ordering::Acquire) {
         let _ = agent.jvmti.create_method_ids(class);
     }
 }
