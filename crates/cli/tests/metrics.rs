@@ -69,8 +69,11 @@ fn cpu_time_and_allocated_bytes_match_the_jvms_own_counters() {
         // Spinning: the CPU time is the JVM's figure for the same call
         // (the probe's own cost inside the call is microseconds), and at
         // most the wall time. It equals the wall time only on an idle
-        // machine, so the two ratios are compared: CPU ≈ wall exactly as
-        // far as the thread got a core.
+        // machine, and how much of a core the thread got changes from
+        // moment to moment on a loaded one (CI once saw 14 % inside the
+        // traced call and 8 % around it, a preemption in between), so no
+        // ratio is compared: the traced call's wall time is the spin's
+        // 150 ms at least and lies inside the fixture's own measurement.
         let spin = get("spin");
         let (own_wall, own_cpu, _) = own["spin"];
         let (wall, cpu) = (num(spin, "wall_incl_ns"), num(spin, "cpu_incl_ns"));
@@ -82,10 +85,9 @@ fn cpu_time_and_allocated_bytes_match_the_jvms_own_counters() {
             cpu <= wall + 1_000_000,
             "{mode}: spin cpu {cpu} > wall {wall}"
         );
-        let (ratio, own_ratio) = (cpu as f64 / wall as f64, own_cpu as f64 / own_wall as f64);
         assert!(
-            (ratio - own_ratio).abs() < 0.05,
-            "{mode}: spin cpu/wall {ratio:.3}, the JVM's {own_ratio:.3}"
+            (150_000_000..=own_wall + 1_000_000).contains(&wall),
+            "{mode}: spin wall {wall} ns, the fixture measured {own_wall} ns around it"
         );
         // Sleeping: next to no CPU time.
         let nap = get("nap");
