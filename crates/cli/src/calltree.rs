@@ -41,7 +41,14 @@ node `[monitor CLASS@hash]` with those calls below it.
 the agent emitted inside it (the CALIBRATION events of the trace), so cheap, \
 often-called methods no longer look expensive because they are traced. \
 --per-period shows one tree per tracing period (record with period=); the \
-default merges them. The trace needs CALL/RETURN events: record with --classes.";
+default merges them. The trace needs CALL/RETURN events: record with --classes.
+
+--weight samples|cpu|wall|alloc|lock shows the tree of the trace's sampled \
+stacks instead, each frame with its total and self weight: samples, CPU \
+samples (--sampler cpu, or RUN-state wall samples), wall samples, sampled \
+allocation bytes (--events alloc) or time waited on contended monitors \
+(--events locks, under the waiting thread's traced call path). The same \
+tree as `vmview export --format svg --weight W`.";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -49,40 +56,47 @@ Examples:
   vmview calltree trace.vmv --thread main --compensate
   vmview calltree trace.vmv --min-share 1% --per-period
   vmview calltree trace.vmv --format collapsed | flamegraph.pl > calls.svg
-  vmview calltree trace.vmv --format json | jq '.merged.children[0]'";
+  vmview calltree trace.vmv --format json | jq '.merged.children[0]'
+  vmview calltree trace.vmv --weight cpu --min-share 2%      # record with --events samples";
 
 #[derive(Args)]
 #[command(about = "Call trees per thread: counts, inclusive/exclusive wall, CPU and allocation", long_about = LONG_ABOUT, after_long_help = EXAMPLES)]
 pub struct CalltreeArgs {
     /// The trace: binary (.vmv) or XML.
-    file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    pub(crate) format: Format,
     /// Only threads whose name matches GLOB (`*` any text, `?` one
     /// character; repeatable).
     #[arg(long, value_name = "GLOB")]
-    thread: Vec<String>,
+    pub(crate) thread: Vec<String>,
     /// Subtract the calibrated cost of the records emitted inside each node.
     #[arg(long)]
-    compensate: bool,
+    pub(crate) compensate: bool,
     /// One tree per tracing period instead of one merged tree.
     #[arg(long)]
-    per_period: bool,
+    pub(crate) per_period: bool,
+    /// The tree of sampled stacks instead of traced calls, weighed by
+    /// samples, cpu (CPU samples), wall (wall samples), alloc (sampled
+    /// bytes) or lock (time waited on contended monitors); time and calls
+    /// are the traced-call tree (the default).
+    #[arg(long, value_enum)]
+    pub(crate) weight: Option<crate::export::WeightBy>,
     /// Hide nodes below this share of their tree's total inclusive time:
     /// 0.01 or 1%.
     #[arg(long, value_name = "F", value_parser = parse_share, default_value = "0")]
-    min_share: f64,
+    pub(crate) min_share: f64,
     /// Keep call paths to N frames from the thread's first traced frame;
     /// deeper calls count in one `[truncated N frames]` node under the last
     /// kept frame (a recursion 40,000 deep stays a tree of N nodes).
     #[arg(long, value_name = "N", default_value_t = vmview_format::DEFAULT_MAX_DEPTH,
           value_parser = clap::value_parser!(u32).range(1..))]
-    max_depth: u32,
+    pub(crate) max_depth: u32,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-enum Format {
+pub(crate) enum Format {
     /// Indented trees, for people.
     Text,
     /// One JSON document, for tools.
@@ -113,6 +127,9 @@ struct Section {
 }
 
 pub fn run(args: &CalltreeArgs) -> anyhow::Result<ExitCode> {
+    if let Some(w) = args.weight.and_then(crate::export::WeightBy::sampled) {
+        return crate::calltree_weighed::run(args, w);
+    }
     let new_builder = || {
         let mut builder = CallTreeBuilder::new().max_depth(args.max_depth);
         if !args.thread.is_empty() {
@@ -267,7 +284,7 @@ fn wall(args: &CalltreeArgs, s: &NodeStats) -> (u64, u64) {
 }
 
 /// Three significant digits with a unit: `812ns`, `45.6µs`, `12.3ms`, `1.50s`.
-fn short_bytes(b: u64) -> String {
+pub(crate) fn short_bytes(b: u64) -> String {
     let f = b as f64;
     if b < 1024 {
         format!("{b}B")

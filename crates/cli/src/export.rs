@@ -13,7 +13,8 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use vmview_export::{
     ChromeWriter, CollapseOptions, CollapsedWriter, EventWriter, FlameGraphWriter, JsonlWriter,
-    ParquetWriter, SpeedscopeWriter, TextWriter, Weight, XmlWriter,
+    ParquetWriter, SampleWeight, SpeedscopeWriter, TextWriter, Weigher, Weight, WeightError,
+    XmlWriter,
 };
 
 use crate::error::{hinted, plain};
@@ -35,12 +36,22 @@ For other people's tools: chrome is Chrome trace-event JSON (Perfetto, \
 chrome://tracing: a track per thread, a slice per call); speedscope is \
 speedscope's JSON (a time-ordered profile per thread); collapsed is folded \
 stacks of the call tree and svg a flame graph of it (weighed by self time \
-or, with --weight calls, by calls; --weight samples folds the stacks of \
-SAMPLE events instead, --weight alloc those of ALLOC_SAMPLE events by \
-bytes); parquet is one row per event with \
+or, with --weight calls, by calls); parquet is one row per event with \
 typed columns (docs/PARQUET.md) for DuckDB, Spark, Trino. Calls whose \
 RETURN is missing end as cut off, RETURNs without their CALL are left out, \
-so timelines nest even on a cut trace.";
+so timelines nest even on a cut trace.
+
+--weight samples|cpu|wall|alloc|lock makes collapsed and svg fold sampled \
+stacks instead of the call tree, and adds them to speedscope (a sampled \
+profile per thread, opened first) and chrome (the stackFrames/samples \
+section): samples counts every SAMPLE (--events samples); cpu the CPU ones \
+(--sampler cpu, or the RUN-state wall samples); wall every wall sample; \
+alloc the bytes of ALLOC_SAMPLE events (--events alloc); lock the \
+nanoseconds waited on contended monitors (--events locks), under the \
+waiting thread's traced call path (calls+locks) and a frame \
+[blocked on CLASS]: the agent records no stack with a contended enter. \
+A weight the trace cannot give is an error that names the recording \
+option. docs/SAMPLING.md has the details.";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -49,6 +60,8 @@ Examples:
   vmview export trace.vmv --format jsonl | jq -c 'select(.type == \"THROW\")'
   vmview export trace.vmv --format chrome -o trace.json      # open in ui.perfetto.dev
   vmview export trace.vmv --format svg --weight calls -o calls.svg
+  vmview export trace.vmv --format svg --weight cpu -o cpu.svg        # record with --events samples
+  vmview export trace.vmv --format speedscope --weight alloc -o alloc.json
   vmview export trace.vmv --format parquet -o trace.parquet
   duckdb -c \"SELECT method, count(*) FROM 'trace.parquet' WHERE type = 'CALL' GROUP BY ALL\"";
 
@@ -63,9 +76,10 @@ pub struct ExportArgs {
     /// Output file (default: standard output).
     #[arg(short, long, value_name = "OUT")]
     output: Option<PathBuf>,
-    /// collapsed, svg: weigh stacks by self time or by calls.
-    #[arg(long, value_enum, default_value_t = WeightBy::Time)]
-    weight: WeightBy,
+    /// collapsed, svg: what a stack weighs (default: time); speedscope,
+    /// chrome: the sampled stacks to add (samples, cpu, wall, alloc, lock).
+    #[arg(long, value_enum)]
+    weight: Option<WeightBy>,
     /// collapsed, svg: start each stack with its thread's name instead of
     /// merging all threads.
     #[arg(long)]
@@ -116,8 +130,47 @@ pub enum WeightBy {
     /// Stack samples (SAMPLE events, `--events samples`): wall-clock or
     /// CPU samples, as the trace's `sampler` says.
     Samples,
+    /// CPU samples: those of `--sampler cpu`, else the wall samples of
+    /// running (RUN) threads.
+    Cpu,
+    /// Wall-clock samples in every state (not of a `--sampler cpu` trace).
+    Wall,
     /// Bytes of allocation samples (ALLOC_SAMPLE events, `--events alloc`).
     Alloc,
+    /// Nanoseconds waited on contended monitors (`--events locks`), under
+    /// the waiting thread's traced call path.
+    Lock,
+}
+
+impl WeightBy {
+    /// The sampled weight, or `None` for time and calls.
+    pub fn sampled(self) -> Option<SampleWeight> {
+        match self {
+            WeightBy::Time | WeightBy::Calls => None,
+            WeightBy::Samples => Some(SampleWeight::Samples),
+            WeightBy::Cpu => Some(SampleWeight::Cpu),
+            WeightBy::Wall => Some(SampleWeight::Wall),
+            WeightBy::Alloc => Some(SampleWeight::Alloc),
+            WeightBy::Lock => Some(SampleWeight::Lock),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightBy::Time => "time",
+            WeightBy::Calls => "calls",
+            WeightBy::Samples => "samples",
+            WeightBy::Cpu => "cpu",
+            WeightBy::Wall => "wall",
+            WeightBy::Alloc => "alloc",
+            WeightBy::Lock => "lock",
+        }
+    }
+}
+
+/// A weight error as the CLI reports it.
+pub fn weight_error(e: &WeightError) -> anyhow::Error {
+    hinted(e.problem.clone(), e.hint.clone())
 }
 
 /// Standard output or a created file, buffered.
@@ -132,12 +185,12 @@ pub fn output(path: Option<&PathBuf>) -> anyhow::Result<Box<dyn Write>> {
 }
 
 fn collapse_options(args: &ExportArgs) -> CollapseOptions {
+    let weight = args.weight.unwrap_or(WeightBy::Time);
     CollapseOptions {
-        weight: match args.weight {
-            WeightBy::Time => Weight::SelfTime,
-            WeightBy::Calls => Weight::Calls,
-            WeightBy::Samples => Weight::Samples,
-            WeightBy::Alloc => Weight::Alloc,
+        weight: match weight.sampled() {
+            Some(w) => Weight::Sampled(w),
+            None if matches!(weight, WeightBy::Calls) => Weight::Calls,
+            None => Weight::SelfTime,
         },
         thread_frames: args.thread_frames,
         max_depth: args.max_depth,
@@ -154,6 +207,34 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
             "name the file: vmview export TRACE --format parquet -o trace.parquet",
         ));
     }
+    // A weight the format has no use for, or the header already rules out,
+    // fails before any output is made.
+    let weigher = match (args.weight, args.format) {
+        (None, _) | (Some(_), ExportTo::Collapsed | ExportTo::Svg) => None,
+        (Some(w), ExportTo::Speedscope | ExportTo::Chrome) => match w.sampled() {
+            Some(s) => Some(Weigher::new(s, reader.header()).map_err(|e| weight_error(&e))?),
+            None => {
+                return Err(hinted(
+                    format!(
+                        "--weight {} applies to collapsed and svg; speedscope and chrome already show every traced call in time order",
+                        w.name()
+                    ),
+                    "for their sampled stacks use --weight samples, cpu, wall, alloc or lock",
+                ))
+            }
+        },
+        (Some(w), _) => {
+            return Err(hinted(
+                format!("--weight {} does not apply to this format", w.name()),
+                "--weight is for --format collapsed, svg, speedscope and chrome",
+            ))
+        }
+    };
+    if let (Some(w), ExportTo::Collapsed | ExportTo::Svg) =
+        (args.weight.and_then(WeightBy::sampled), args.format)
+    {
+        Weigher::new(w, reader.header()).map_err(|e| weight_error(&e))?;
+    }
     // Parquet's writer wants a `Send` sink; the others take any output.
     let out: Box<dyn Write> = match args.format {
         ExportTo::Parquet => Box::new(io::sink()),
@@ -163,14 +244,27 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
         ExportTo::Xml => Box::new(XmlWriter::new(out, reader.header())),
         ExportTo::Jsonl => Box::new(JsonlWriter::new(out)),
         ExportTo::Text => Box::new(TextWriter::new(out)),
-        ExportTo::Chrome => Box::new(ChromeWriter::new(out, reader.header())),
-        ExportTo::Collapsed => Box::new(CollapsedWriter::new(out, collapse_options(args))),
-        ExportTo::Svg => Box::new(FlameGraphWriter::new(
-            out,
-            collapse_options(args),
-            format!("{} (vmview)", args.file.display()),
-        )),
-        ExportTo::Speedscope => Box::new(SpeedscopeWriter::new(out, file_name(&args.file))),
+        ExportTo::Chrome => match weigher {
+            Some(w) => Box::new(ChromeWriter::weighted(out, reader.header(), w)),
+            None => Box::new(ChromeWriter::new(out, reader.header())),
+        },
+        ExportTo::Collapsed => Box::new(
+            CollapsedWriter::for_trace(out, collapse_options(args), reader.header())
+                .map_err(|e| weight_error(&e))?,
+        ),
+        ExportTo::Svg => Box::new(
+            FlameGraphWriter::for_trace(
+                out,
+                collapse_options(args),
+                format!("{} (vmview)", args.file.display()),
+                reader.header(),
+            )
+            .map_err(|e| weight_error(&e))?,
+        ),
+        ExportTo::Speedscope => match weigher {
+            Some(w) => Box::new(SpeedscopeWriter::weighted(out, file_name(&args.file), w)),
+            None => Box::new(SpeedscopeWriter::new(out, file_name(&args.file))),
+        },
         ExportTo::Parquet => {
             let path = args.output.as_ref().expect("checked above");
             let file =
@@ -239,6 +333,15 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     })();
     progress.finish();
     reader.warn(n);
+    if let Err(e) = &result {
+        if let Some(w) = e.downcast_ref::<io::Error>().and_then(WeightError::of) {
+            // Nothing worth keeping was written: no half file is left behind.
+            if let Some(p) = &args.output {
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(weight_error(w));
+        }
+    }
     result?;
     if n == 0 && !reader.diagnostics().is_empty() {
         return Err(plain(format!(

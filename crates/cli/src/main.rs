@@ -15,6 +15,7 @@ mod agent;
 mod agent_path;
 mod attach;
 mod calltree;
+mod calltree_weighed;
 mod dataflow;
 mod error;
 mod export;

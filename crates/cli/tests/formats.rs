@@ -300,7 +300,7 @@ fn svg_flame_graph_is_well_formed_and_shows_the_hot_frames() {
 /// speedscope's published JSON schema, from the npm package `speedscope`
 /// (`.ci/run` installs it under target/npm; `VMVIEW_SPEEDSCOPE_SCHEMA`
 /// points elsewhere).
-fn speedscope_schema() -> PathBuf {
+pub(crate) fn speedscope_schema() -> PathBuf {
     let p = std::env::var_os("VMVIEW_SPEEDSCOPE_SCHEMA")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -318,7 +318,7 @@ fn speedscope_schema() -> PathBuf {
 
 /// Validates `doc` against `schema` with Python's `jsonschema` (an
 /// independent implementation; `.ci/run` installs it from PyPI).
-fn assert_valid_against_schema(doc: &Path, schema: &Path) {
+pub(crate) fn assert_valid_against_schema(doc: &Path, schema: &Path) {
     let out = std::process::Command::new("python3")
         .args([
             "-c",

@@ -35,4 +35,5 @@ mod serve_limits;
 mod timeline;
 mod view;
 mod vthreads;
+mod weights;
 mod xml;

@@ -26,7 +26,14 @@
 //!   [`vmview_format::DEFAULT_MAX_DEPTH`] frames, then `[truncated N
 //!   frames]` for the rest) and the
 //!   monitors it holds in `args.monitors`;
-//! - DROPPED becomes a process-scoped instant event.
+//! - DROPPED becomes a process-scoped instant event;
+//! - with a weight ([`ChromeWriter::weighted`], `--weight
+//!   samples|cpu|wall|alloc|lock`, see [`crate::weight`]) the document
+//!   also carries the format's sampling section: `stackFrames` (a tree of
+//!   frames, `parent` toward the stack base) and `samples` (one per event
+//!   of that weight: time, thread, leaf frame `sf` and `weight`, in the
+//!   weight's unit: samples, bytes or nanoseconds waited), which
+//!   chrome://tracing shows as sampled stacks.
 //!
 //! Times are microseconds (`ts`, as the format wants) with nanosecond
 //! decimals; `displayTimeUnit` is `ns`. The writer streams: one event in,
@@ -45,7 +52,34 @@ use crate::calls::{CallMatcher, Closed, Transition};
 use crate::jsonl::{held_json, value_json};
 use crate::names::{loc_display, monitor_name, MethodNames};
 use crate::parquet::{merge_sources, MERGE_SOURCE_BITS};
+use crate::weight::{blocked_label, Weighed, Weigher, WeightError};
 use crate::EventWriter;
+
+/// The `stackFrames` and `samples` of a weighed export.
+#[derive(Default)]
+struct Sampling {
+    /// (parent frame + 1, or 0 at the base; name).
+    frames: Vec<(u32, String)>,
+    frame_of: std::collections::HashMap<(u32, String), u32>,
+    /// Time (ns), pid, tid, leaf frame, weight.
+    samples: Vec<(u64, u32, u32, u32, u64)>,
+}
+
+impl Sampling {
+    /// The leaf of a path of frame names, base first; `None` for an empty one.
+    fn leaf(&mut self, names: impl IntoIterator<Item = String>) -> Option<u32> {
+        let mut parent = 0u32;
+        for name in names {
+            let next = self.frames.len() as u32;
+            let id = *self.frame_of.entry((parent, name.clone())).or_insert(next);
+            if id == next {
+                self.frames.push((parent, name));
+            }
+            parent = id + 1;
+        }
+        parent.checked_sub(1)
+    }
+}
 
 /// One trace event, as the format spells it.
 #[derive(Serialize)]
@@ -83,6 +117,9 @@ pub struct ChromeWriter<W: Write> {
     blocked: Vec<bool>,
     waiting: Vec<bool>,
     header_written: bool,
+    /// The weight asked for, and the sampled stacks of it.
+    weigher: Option<Weigher>,
+    sampling: Sampling,
 }
 
 /// A JVM's track group and its monitor counters.
@@ -150,7 +187,103 @@ impl<W: Write> ChromeWriter<W> {
             blocked: Vec::new(),
             waiting: Vec::new(),
             header_written: false,
+            weigher: None,
+            sampling: Sampling::default(),
         }
+    }
+
+    /// A writer that also writes the sampled stacks of `weigher`'s weight
+    /// (`stackFrames` and `samples`).
+    pub fn weighted(out: W, header: &TraceHeader, weigher: Weigher) -> Self {
+        ChromeWriter {
+            weigher: Some(weigher),
+            ..Self::new(out, header)
+        }
+    }
+
+    /// Adds `ev` to the sampled stacks if it is of the weight asked for.
+    fn weigh(&mut self, ev: &Event, syms: &SymbolTable) {
+        let Some(w) = &mut self.weigher else {
+            return;
+        };
+        let cap = vmview_format::DEFAULT_MAX_DEPTH as usize;
+        let (leaf, weight) = match w.weigh(ev) {
+            None => return,
+            Some(Weighed::Stack { stack, weight }) => {
+                let frames = syms.stack(stack).map_or(&[][..], |s| s.frames.as_slice());
+                let cut = frames.len().saturating_sub(cap);
+                let names = frames
+                    .iter()
+                    .rev()
+                    .take(cap)
+                    .map(|(m, _)| slice_name(syms, *m))
+                    .chain((cut > 0).then(|| {
+                        vmview_format::truncated_label(u32::try_from(cut).unwrap_or(u32::MAX))
+                    }));
+                (self.sampling.leaf(names), weight)
+            }
+            Some(Weighed::Lock { class, wait_ns }) => {
+                let open = self.calls.stack(ev.thread);
+                let cut = open.len().saturating_sub(cap);
+                let names: Vec<String> = open
+                    .iter()
+                    .take(cap)
+                    .map(|f| slice_name(syms, f.method))
+                    .chain((cut > 0).then(|| {
+                        vmview_format::truncated_label(u32::try_from(cut).unwrap_or(u32::MAX))
+                    }))
+                    .chain(std::iter::once(blocked_label(syms.string(class))))
+                    .collect();
+                (self.sampling.leaf(names), wait_ns)
+            }
+        };
+        if let Some(leaf) = leaf {
+            self.sampling
+                .samples
+                .push((ev.time_ns, self.pid, ev.thread.0, leaf, weight));
+        }
+    }
+
+    /// `,"stackFrames":{…},"samples":[…]` of a weighed export.
+    fn write_sampling(&mut self) -> io::Result<()> {
+        let s = &self.sampling;
+        let buf = &mut self.buf;
+        buf.extend_from_slice(b",\"stackFrames\":{");
+        for (i, (parent, name)) in s.frames.iter().enumerate() {
+            if i > 0 {
+                buf.push(b',');
+            }
+            let mut frame = Map::new();
+            frame.insert("category".into(), Json::String("java".into()));
+            frame.insert("name".into(), Json::String(name.clone()));
+            if *parent > 0 {
+                frame.insert("parent".into(), Json::String((parent - 1).to_string()));
+            }
+            write!(buf, "\n\"{i}\":")?;
+            serde_json::to_writer(&mut *buf, &frame)?;
+        }
+        buf.extend_from_slice(b"},\"samples\":[");
+        let name = self
+            .weigher
+            .as_ref()
+            .map_or("samples", |w| w.weight().name());
+        for (i, (at, pid, tid, sf, weight)) in s.samples.iter().enumerate() {
+            if i > 0 {
+                buf.push(b',');
+            }
+            let mut sample = Map::new();
+            sample.insert("cpu".into(), Json::from(0));
+            sample.insert("pid".into(), Json::from(*pid));
+            sample.insert("tid".into(), Json::from(*tid));
+            sample.insert("ts".into(), Json::from(us(*at)));
+            sample.insert("name".into(), Json::String(name.into()));
+            sample.insert("sf".into(), Json::String(sf.to_string()));
+            sample.insert("weight".into(), Json::from(*weight));
+            buf.push(b'\n');
+            serde_json::to_writer(&mut *buf, &sample)?;
+        }
+        buf.extend_from_slice(b"]");
+        Ok(())
     }
 
     /// Gives the underlying writer back (after [`EventWriter::finish`]).
@@ -375,6 +508,7 @@ impl<W: Write> EventWriter for ChromeWriter<W> {
         let process = self.process_of(ev.id);
         self.pid = self.processes[process].pid;
         self.name_thread(ev.thread, syms)?;
+        self.weigh(ev, syms);
         let pid = self.pid;
         let (buf, first) = (&mut self.buf, &mut self.first);
         let mut err = Ok(());
@@ -536,6 +670,9 @@ impl<W: Write> EventWriter for ChromeWriter<W> {
     }
 
     fn finish(&mut self) -> io::Result<()> {
+        if let Some(w) = &self.weigher {
+            w.check().map_err(WeightError::into_io)?;
+        }
         self.start()?;
         let thread_pid = &self.thread_pid;
         // Closing a cut-off call needs no name: an `E` ends the thread's
@@ -553,7 +690,11 @@ impl<W: Write> EventWriter for ChromeWriter<W> {
             }
         });
         err?;
-        self.buf.extend_from_slice(b"\n]}\n");
+        self.buf.extend_from_slice(b"\n]");
+        if self.weigher.is_some() {
+            self.write_sampling()?;
+        }
+        self.buf.extend_from_slice(b"}\n");
         self.out.write_all(&self.buf)?;
         self.buf.clear();
         self.out.flush()

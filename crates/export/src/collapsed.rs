@@ -7,8 +7,11 @@
 //! first traced frame down, weighted by its **self time** in nanoseconds
 //! (time in the method minus time in its traced callees; a flame graph then
 //! shows total time as width) or by its **number of calls**. With
-//! [`Weight::Samples`], the stacks of SAMPLE events (`events=samples`),
-//! base first, all frames (JDK ones included), one count per sample.
+//! [`Weight::Sampled`], the stacks of SAMPLE events (`events=samples`),
+//! base first, all frames (JDK ones included), one count per sample (all
+//! of them, the CPU or the wall ones), or those of ALLOC_SAMPLE events by
+//! bytes, or contended monitor enters by the time waited, under the
+//! waiting thread's traced call path (see [`crate::weight`]).
 //!
 //! Frames are `class.method` (dotted class name, no descriptor: the folded
 //! format separates frames with `;`, which descriptors contain; overloads
@@ -34,7 +37,9 @@ use vmview_format::{
 
 use crate::calls::{CallMatcher, Transition};
 use crate::names::MethodNames;
+use crate::weight::{blocked_label, SampleWeight, Weighed, Weigher, WeightError};
 use crate::EventWriter;
+use vmview_format::TraceHeader;
 
 /// What a folded line's number counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,12 +48,14 @@ pub enum Weight {
     SelfTime,
     /// Calls of the path's last frame.
     Calls,
-    /// SAMPLE events whose stack is the path (CALL/RETURN are ignored).
-    Samples,
-    /// Bytes of the ALLOC_SAMPLE events whose stack is the path (each
-    /// sample's object size: with HotSpot's heap sampler a sample stands
-    /// for about `alloc-interval` bytes, big objects are picked more often).
-    Alloc,
+    /// Sampled stacks ([`crate::weight`]): SAMPLE events whose stack is
+    /// the path (all, CPU or wall ones), bytes of the ALLOC_SAMPLE events
+    /// whose stack is the path (each sample's object size: with HotSpot's
+    /// heap sampler a sample stands for about `alloc-interval` bytes, big
+    /// objects are picked more often), or nanoseconds waited on contended
+    /// monitors under the waiting call path. CALL/RETURN only place lock
+    /// waits.
+    Sampled(SampleWeight),
 }
 
 /// How stacks are folded.
@@ -120,6 +127,10 @@ pub struct CallTree {
     /// Sampled stacks already placed, by (thread root, stack): the node of
     /// their last frame, so a stack is walked once, not once per sample.
     sampled: HashMap<(u32, StackId), u32>,
+    /// For a sampled weight: picks the events and checks the trace had some.
+    weigher: Option<Weigher>,
+    /// Frames that are no method (`[blocked on CLASS]`), by name.
+    labels: HashMap<String, u32>,
 }
 
 /// A name that cannot break a folded line.
@@ -128,8 +139,35 @@ fn frame_name(s: &str) -> String {
 }
 
 impl CallTree {
+    /// A tree for a trace whose header is not known (a sampled weight then
+    /// takes the samples for wall samples: `--weight cpu` counts RUN ones).
     pub fn new(opts: CollapseOptions) -> Self {
-        CallTree {
+        let header = TraceHeader {
+            version: 0,
+            pid: 0,
+            start_unix_ns: 0,
+            properties: Vec::new(),
+        };
+        Self::for_trace(opts, &header).unwrap_or_else(|_| {
+            Self::for_trace(
+                CollapseOptions {
+                    weight: Weight::SelfTime,
+                    ..opts
+                },
+                &header,
+            )
+            .expect("self time needs no header")
+        })
+    }
+
+    /// A tree for the trace with this header; fails when the header says
+    /// the weight cannot be had (`--weight wall` of CPU samples).
+    pub fn for_trace(opts: CollapseOptions, header: &TraceHeader) -> Result<Self, WeightError> {
+        let weigher = match opts.weight {
+            Weight::Sampled(w) => Some(Weigher::new(w, header)?),
+            _ => None,
+        };
+        Ok(CallTree {
             opts: CollapseOptions {
                 max_depth: opts.max_depth.max(1),
                 ..opts
@@ -150,7 +188,15 @@ impl CallTree {
             thread_roots: HashMap::new(),
             stacks: Vec::new(),
             sampled: HashMap::new(),
-        }
+            weigher,
+            labels: HashMap::new(),
+        })
+    }
+
+    /// After the last event: an error when the trace had nothing of the
+    /// sampled weight asked for.
+    pub fn check(&self) -> Result<(), WeightError> {
+        self.weigher.as_ref().map_or(Ok(()), Weigher::check)
     }
 
     fn child(&mut self, parent: u32, name: u32, depth: u32) -> u32 {
@@ -257,47 +303,62 @@ impl CallTree {
         node
     }
 
+    /// A frame that is no method, by its name.
+    fn intern_label(&mut self, label: String) -> u32 {
+        if let Some(&n) = self.labels.get(&label) {
+            return n;
+        }
+        let n = self.names.len() as u32;
+        self.names.push(frame_name(&label));
+        self.labels.insert(label, n);
+        n
+    }
+
     /// Adds one event to the tree.
     pub fn add(&mut self, ev: &Event, syms: &SymbolTable) {
-        if matches!(self.opts.weight, Weight::Samples | Weight::Alloc) {
-            let sampled = match ev.kind {
-                vmview_format::EventKind::Sample { stack, .. }
-                    if self.opts.weight == Weight::Samples =>
-                {
-                    Some((stack, 1))
-                }
-                vmview_format::EventKind::AllocSample { stack, size, .. }
-                    if self.opts.weight == Weight::Alloc =>
-                {
-                    Some((stack, size))
-                }
-                _ => None,
-            };
-            if let Some((stack, weight)) = sampled {
-                let root = self.thread_root(ev.thread, syms);
-                let node = match self.sampled.get(&(root, stack)) {
-                    Some(&n) => n,
-                    None => {
-                        let frames = syms.stack(stack).map_or(&[][..], |s| s.frames.as_slice());
-                        let cap = self.opts.max_depth as usize;
-                        let mut node = root;
-                        for (m, _) in frames.iter().rev().take(cap) {
-                            let name = self.intern_method(*m, syms);
-                            node = self.frame_under(node, name, 0);
+        if let Some(weigher) = &mut self.weigher {
+            let lock = weigher.weight() == SampleWeight::Lock;
+            match weigher.weigh(ev) {
+                Some(Weighed::Stack { stack, weight }) => {
+                    let root = self.thread_root(ev.thread, syms);
+                    let node = match self.sampled.get(&(root, stack)) {
+                        Some(&n) => n,
+                        None => {
+                            let frames = syms.stack(stack).map_or(&[][..], |s| s.frames.as_slice());
+                            let cap = self.opts.max_depth as usize;
+                            let mut node = root;
+                            for (m, _) in frames.iter().rev().take(cap) {
+                                let name = self.intern_method(*m, syms);
+                                node = self.frame_under(node, name, 0);
+                            }
+                            if frames.len() > cap {
+                                let extra = u32::try_from(frames.len() - cap).unwrap_or(u32::MAX);
+                                node = self.frame_under(node, TRUNCATED, extra);
+                            }
+                            self.sampled.insert((root, stack), node);
+                            node
                         }
-                        if frames.len() > cap {
-                            let extra = u32::try_from(frames.len() - cap).unwrap_or(u32::MAX);
-                            node = self.frame_under(node, TRUNCATED, extra);
-                        }
-                        self.sampled.insert((root, stack), node);
-                        node
+                    };
+                    if node != 0 {
+                        self.nodes[node as usize].samples += weight;
                     }
-                };
-                if node != 0 {
-                    self.nodes[node as usize].samples += weight;
                 }
+                Some(Weighed::Lock { class, wait_ns }) => {
+                    // Under the calls open on the waiting thread, if any.
+                    let root = self.thread_root(ev.thread, syms);
+                    let open = self.stacks.get(ev.thread.0 as usize);
+                    let parent = open.and_then(|s| s.last()).map_or(root, |&(n, _, _)| n);
+                    let extra = open.map_or(0, |s| s.len() as u32 + 1);
+                    let name = self.intern_label(blocked_label(syms.string(class)));
+                    let node =
+                        self.frame_under(parent, name, extra.saturating_sub(self.opts.max_depth));
+                    self.nodes[node as usize].samples += wait_ns;
+                }
+                None => {}
             }
-            return;
+            if !lock {
+                return;
+            }
         }
         // Names are interned before the matcher runs, while `syms` is at hand.
         let mut opened = None;
@@ -353,7 +414,7 @@ impl CallTree {
             let w = match self.opts.weight {
                 Weight::SelfTime => n.self_ns,
                 Weight::Calls => n.calls,
-                Weight::Samples | Weight::Alloc => n.samples,
+                Weight::Sampled(_) => n.samples,
             };
             if w == 0 {
                 continue;
@@ -385,6 +446,19 @@ impl<W: Write> CollapsedWriter<W> {
             tree: CallTree::new(opts),
         }
     }
+
+    /// A writer for the trace with this header (a sampled weight needs
+    /// its `sampler`); fails when the header says the weight cannot be had.
+    pub fn for_trace(
+        out: W,
+        opts: CollapseOptions,
+        header: &TraceHeader,
+    ) -> Result<Self, WeightError> {
+        Ok(CollapsedWriter {
+            out,
+            tree: CallTree::for_trace(opts, header)?,
+        })
+    }
 }
 
 impl<W: Write> EventWriter for CollapsedWriter<W> {
@@ -394,6 +468,7 @@ impl<W: Write> EventWriter for CollapsedWriter<W> {
     }
 
     fn finish(&mut self) -> io::Result<()> {
+        self.tree.check().map_err(WeightError::into_io)?;
         self.tree.close_open_calls();
         for line in self.tree.folded() {
             self.out.write_all(line.as_bytes())?;

@@ -10,9 +10,10 @@
 use std::io::{self, Write};
 
 use inferno::flamegraph::{self, Options};
-use vmview_format::{Event, SymbolTable};
+use vmview_format::{Event, SymbolTable, TraceHeader};
 
 use crate::collapsed::{CallTree, CollapseOptions, Weight};
+use crate::weight::{SampleWeight, WeightError};
 use crate::EventWriter;
 
 /// Writes a flame graph of the trace's call tree at [`EventWriter::finish`].
@@ -33,6 +34,22 @@ impl<W: Write> FlameGraphWriter<W> {
             title: title.into(),
         }
     }
+
+    /// A writer for the trace with this header (a sampled weight needs
+    /// its `sampler`); fails when the header says the weight cannot be had.
+    pub fn for_trace(
+        out: W,
+        opts: CollapseOptions,
+        title: impl Into<String>,
+        header: &TraceHeader,
+    ) -> Result<Self, WeightError> {
+        Ok(FlameGraphWriter {
+            out,
+            tree: CallTree::for_trace(opts, header)?,
+            opts,
+            title: title.into(),
+        })
+    }
 }
 
 impl<W: Write> EventWriter for FlameGraphWriter<W> {
@@ -42,6 +59,7 @@ impl<W: Write> EventWriter for FlameGraphWriter<W> {
     }
 
     fn finish(&mut self) -> io::Result<()> {
+        self.tree.check().map_err(WeightError::into_io)?;
         self.tree.close_open_calls();
         let lines = self.tree.folded();
         let mut options = Options::default();
@@ -49,15 +67,25 @@ impl<W: Write> EventWriter for FlameGraphWriter<W> {
         options.count_name = match self.opts.weight {
             Weight::SelfTime => "ns".to_string(),
             Weight::Calls => "calls".to_string(),
-            Weight::Samples => "samples".to_string(),
-            Weight::Alloc => "bytes".to_string(),
+            Weight::Sampled(w) => w.unit().to_string(),
         };
         options.subtitle = Some(match self.opts.weight {
             Weight::SelfTime => "width: wall time in traced methods (vmview CALL/RETURN)".into(),
             Weight::Calls => "width: number of calls (vmview CALL events)".into(),
-            Weight::Samples => "width: stack samples (vmview SAMPLE events)".into(),
-            Weight::Alloc => {
+            Weight::Sampled(SampleWeight::Samples) => {
+                "width: stack samples (vmview SAMPLE events)".into()
+            }
+            Weight::Sampled(SampleWeight::Cpu) => {
+                "width: CPU samples (vmview SAMPLE events: sampler=cpu, or RUN state)".into()
+            }
+            Weight::Sampled(SampleWeight::Wall) => {
+                "width: wall-clock samples, every state (vmview SAMPLE events)".into()
+            }
+            Weight::Sampled(SampleWeight::Alloc) => {
                 "width: bytes of sampled allocations (vmview ALLOC_SAMPLE events)".into()
+            }
+            Weight::Sampled(SampleWeight::Lock) => {
+                "width: ns waited on contended monitors, under the traced call path".into()
             }
         });
         if lines.is_empty() {

@@ -22,6 +22,7 @@ pub mod parquet;
 pub mod source;
 pub mod speedscope;
 pub mod text;
+pub mod weight;
 pub mod xml;
 pub mod xml_reader;
 
@@ -37,6 +38,7 @@ pub use parquet::ParquetWriter;
 pub use source::{SourceError, SourceKind, TraceSource};
 pub use speedscope::SpeedscopeWriter;
 pub use text::TextWriter;
+pub use weight::{SampleWeight, Weigher, WeightError};
 pub use xml::XmlWriter;
 pub use xml_reader::{XmlError, XmlTraceReader};
 

@@ -20,6 +20,13 @@
 //! frames]` frame for the rest. Stacks are interned, so a sample costs 4
 //! bytes in memory until the document is written.
 //!
+//! With a weight ([`SpeedscopeWriter::weighted`], `--weight
+//! samples|cpu|wall|alloc|lock`, see [`crate::weight`]) the sampled
+//! profiles hold the stacks of that weight instead (CPU or wall SAMPLEs,
+//! ALLOC_SAMPLEs in bytes, contended monitor waits in nanoseconds under
+//! the waiting thread's traced call path and a `[blocked on CLASS]`
+//! frame), named `THREAD (WEIGHT)`, and speedscope opens the first of them.
+//!
 //! The file is one JSON object whose profiles each list one thread's
 //! events, while a trace interleaves threads; so events are kept in memory
 //! (12 bytes each) until [`EventWriter::finish`] writes the document.
@@ -34,6 +41,7 @@ use vmview_format::{
 
 use crate::calls::{CallMatcher, Transition};
 use crate::names::MethodNames;
+use crate::weight::{blocked_label, Weighed, Weigher, WeightError};
 use crate::EventWriter;
 
 const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
@@ -59,8 +67,9 @@ struct Timeline {
     at: Vec<u64>,
     frame: Vec<u32>,
     first_ns: Option<u64>,
-    /// Indexes into `SpeedscopeWriter::stacks`, one per SAMPLE.
-    samples: Vec<u32>,
+    /// Indexes into `SpeedscopeWriter::stacks` and weights, one per SAMPLE
+    /// (or per event of the weight asked for).
+    samples: Vec<(u32, u64)>,
 }
 
 const CLOSE_BIT: u32 = 1 << 31;
@@ -77,6 +86,10 @@ pub struct SpeedscopeWriter<W: Write> {
     /// Sampled stacks as frame indexes, base first.
     stacks: Vec<Vec<u32>>,
     stack_of: HashMap<StackId, u32>,
+    /// Lock stacks (call path and blocked frame), by their frames.
+    stack_of_frames: HashMap<Vec<u32>, u32>,
+    /// The weight asked for; `None`: SAMPLEs, one each.
+    weigher: Option<Weigher>,
 }
 
 impl<W: Write> SpeedscopeWriter<W> {
@@ -92,7 +105,41 @@ impl<W: Write> SpeedscopeWriter<W> {
             threads: Vec::new(),
             stacks: Vec::new(),
             stack_of: HashMap::new(),
+            stack_of_frames: HashMap::new(),
+            weigher: None,
         }
+    }
+
+    /// A writer whose sampled profiles hold the events of `weigher`'s weight.
+    pub fn weighted(out: W, name: impl Into<String>, weigher: Weigher) -> Self {
+        SpeedscopeWriter {
+            weigher: Some(weigher),
+            ..Self::new(out, name)
+        }
+    }
+
+    /// A lock wait's stack: the thread's open traced calls, base first,
+    /// then the blocked frame.
+    fn lock_stack(&mut self, thread: ThreadRef, class: &str) -> u32 {
+        let open: Vec<MethodId> = self.calls.stack(thread).iter().map(|f| f.method).collect();
+        let cap = DEFAULT_MAX_DEPTH as usize;
+        let mut frames: Vec<u32> = open
+            .iter()
+            .take(cap)
+            .map(|m| self.frame_of.get(m).copied().unwrap_or(0))
+            .collect();
+        if open.len() > cap {
+            let label = truncated_label(u32::try_from(open.len() - cap).unwrap_or(u32::MAX));
+            frames.push(self.named_frame(label));
+        }
+        frames.push(self.named_frame(blocked_label(class)));
+        if let Some(&s) = self.stack_of_frames.get(&frames) {
+            return s;
+        }
+        let s = self.stacks.len() as u32;
+        self.stacks.push(frames.clone());
+        self.stack_of_frames.insert(frames, s);
+        s
     }
 
     fn stack(&mut self, id: StackId, syms: &SymbolTable) -> u32 {
@@ -177,9 +224,18 @@ impl<W: Write> EventWriter for SpeedscopeWriter<W> {
             EventKind::Call { method, .. } => Some(self.frame(method, syms)),
             _ => None,
         };
-        let sampled = match ev.kind {
-            EventKind::Sample { stack, .. } => Some(self.stack(stack, syms)),
-            _ => None,
+        let sampled = match &mut self.weigher {
+            None => match ev.kind {
+                EventKind::Sample { stack, .. } => Some((self.stack(stack, syms), 1)),
+                _ => None,
+            },
+            Some(w) => match w.weigh(ev) {
+                Some(Weighed::Stack { stack, weight }) => Some((self.stack(stack, syms), weight)),
+                Some(Weighed::Lock { class, wait_ns }) => {
+                    Some((self.lock_stack(ev.thread, syms.string(class)), wait_ns))
+                }
+                None => None,
+            },
         };
         let tl = Self::timeline(&mut self.threads, ev.thread);
         if tl.first_ns.is_none() {
@@ -196,6 +252,9 @@ impl<W: Write> EventWriter for SpeedscopeWriter<W> {
     }
 
     fn finish(&mut self) -> io::Result<()> {
+        if let Some(w) = &self.weigher {
+            w.check().map_err(WeightError::into_io)?;
+        }
         let mut calls = std::mem::take(&mut self.calls);
         calls.finish(|tr| self.record(tr, None));
         let out = &mut self.out;
@@ -204,7 +263,13 @@ impl<W: Write> EventWriter for SpeedscopeWriter<W> {
             "{{\"$schema\":\"{SCHEMA}\",\"exporter\":\"vmview\",\"name\":"
         )?;
         serde_json::to_writer(&mut *out, &self.name)?;
-        out.write_all(b",\"activeProfileIndex\":0,\"profiles\":[")?;
+        // With a weight asked for, speedscope opens its first profile.
+        let active = if self.weigher.is_some() {
+            self.threads.iter().filter(|t| !t.at.is_empty()).count()
+        } else {
+            0
+        };
+        write!(out, ",\"activeProfileIndex\":{active},\"profiles\":[")?;
         let mut first_profile = true;
         for (i, tl) in self.threads.iter().enumerate() {
             if tl.at.is_empty() {
@@ -240,22 +305,35 @@ impl<W: Write> EventWriter for SpeedscopeWriter<W> {
                 out.write_all(b",")?;
             }
             first_profile = false;
+            let (label, unit) = match &self.weigher {
+                None => ("samples", "none"),
+                Some(w) => (
+                    w.weight().name(),
+                    match w.weight().unit() {
+                        "samples" => "none",
+                        u => u,
+                    },
+                ),
+            };
             out.write_all(b"\n{\"type\":\"sampled\",\"name\":")?;
-            serde_json::to_writer(&mut *out, &format!("{} (samples)", tl.name))?;
+            serde_json::to_writer(&mut *out, &format!("{} ({label})", tl.name))?;
+            let total: u64 = tl.samples.iter().map(|(_, w)| *w).sum();
             write!(
                 out,
-                ",\"unit\":\"none\",\"startValue\":0,\"endValue\":{},\"samples\":[",
-                tl.samples.len()
+                ",\"unit\":\"{unit}\",\"startValue\":0,\"endValue\":{total},\"samples\":["
             )?;
-            for (j, s) in tl.samples.iter().enumerate() {
+            for (j, (s, _)) in tl.samples.iter().enumerate() {
                 if j > 0 {
                     out.write_all(b",")?;
                 }
                 serde_json::to_writer(&mut *out, &self.stacks[*s as usize])?;
             }
             out.write_all(b"],\"weights\":[")?;
-            for j in 0..tl.samples.len() {
-                out.write_all(if j > 0 { b",1" } else { b"1" })?;
+            for (j, (_, w)) in tl.samples.iter().enumerate() {
+                if j > 0 {
+                    out.write_all(b",")?;
+                }
+                write!(out, "{w}")?;
             }
             out.write_all(b"]}")?;
         }
