@@ -77,18 +77,17 @@ fn every_weight_folds_the_events_of_its_kind() {
     assert_eq!(total(&folded(trace, "samples")), samples.len() as u64);
     let cpu = folded(trace, "cpu");
     assert_eq!(total(&cpu), run_samples);
-    // The sleeper sleeps 800 ms in nap(): wall samples, hardly any CPU
-    // ones (a RUN sample may catch it just before Thread.sleep). The
-    // spinner's samples are all RUN, so cpu and wall agree on it.
+    // The sleeper sleeps 800 ms in nap(): wall samples, and at most a
+    // RUN sample or two caught on its way into Thread.sleep (the state is
+    // read just before the stack). How many samples a thread gets
+    // depends on the machine's load, so only floors of a few are asked.
     let nap_wall = through(&wall, "sleeper", "fx.Weights.nap");
     let nap_cpu = through(&cpu, "sleeper", "fx.Weights.nap");
-    assert!(nap_wall >= 20, "{nap_wall} wall samples in nap: {wall:?}");
-    assert!(
-        nap_cpu * 4 <= nap_wall,
-        "{nap_cpu} CPU of {nap_wall} wall in nap"
-    );
+    assert!(nap_cpu <= 2, "{nap_cpu} CPU samples in nap: {cpu:?}");
+    assert!(nap_wall >= nap_cpu + 5, "{nap_wall} wall samples in nap");
+    // The spinner's samples are all RUN: cpu counts every one of them.
     let spin_cpu = through(&cpu, "spinner", "fx.Weights.spin");
-    assert!(spin_cpu >= 20, "{spin_cpu} CPU samples in spin: {cpu:?}");
+    assert!(spin_cpu >= 5, "{spin_cpu} CPU samples in spin: {cpu:?}");
     let spinner_run = samples
         .iter()
         .filter(|s| s["thread"] == "spinner" && s["state"] == "RUN")
