@@ -410,7 +410,8 @@ impl EventSink for StatsBuilder {
             | EventKind::Bytecode { .. }
             | EventKind::ReactionHandlers { .. }
             | EventKind::Foreign { .. }
-            | EventKind::AllocSample { .. } => {}
+            | EventKind::AllocSample { .. }
+            | EventKind::VthreadPinned { .. } => {}
         }
     }
 }

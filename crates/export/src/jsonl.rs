@@ -454,6 +454,10 @@ fn wire_event<'a>(ev: &'a Event, syms: &'a SymbolTable) -> WireEvent<'a> {
             w.stack = Some(wire_stack(syms, *stack));
         }
         EventKind::PeriodEnd { period } => w.period = Some(*period),
+        EventKind::VthreadPinned { stack, duration_ns } => {
+            w.duration_ns = Some(*duration_ns);
+            w.stack = Some(wire_stack(syms, *stack));
+        }
         EventKind::AllocSample { class, size, stack } => {
             w.class = Some(syms.string(*class));
             w.size = Some(*size);

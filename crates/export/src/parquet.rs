@@ -642,6 +642,10 @@ impl<W: Write + Send> ParquetWriter<W> {
                 self.cols.stack.set(bytes(&stack_text(syms, *stack)));
             }
             EventKind::PeriodEnd { period } => self.cols.period.set(i64::from(*period)),
+            EventKind::VthreadPinned { stack, duration_ns } => {
+                self.cols.duration_ns.set(*duration_ns as i64);
+                self.cols.stack.set(bytes(&stack_text(syms, *stack)));
+            }
             EventKind::AllocSample { class, size, stack } => {
                 self.cols.class.set(bytes(syms.string(*class)));
                 self.cols.count.set(*size as i64);

@@ -273,6 +273,17 @@ fn fields(ev: &Event, syms: &SymbolTable) -> Vec<(&'static str, String)> {
             }
         }
         EventKind::PeriodEnd { period } => f.push(("PERIOD", period.to_string())),
+        EventKind::VthreadPinned { stack, duration_ns } => {
+            f.push(("DURATION", duration_display(*duration_ns)));
+            match syms.stack(*stack) {
+                Some(st) => {
+                    for (m, loc) in &st.frames {
+                        f.push(("AT", site(syms, *m, loc)));
+                    }
+                }
+                None => f.push(("STACK", format!("unknown stack {}", stack.0))),
+            }
+        }
         EventKind::AllocSample { class, size, stack } => {
             f.push(("CLASS", syms.string(*class).to_string()));
             f.push(("SIZE", size.to_string()));

@@ -359,6 +359,10 @@ fn render_event(b: &mut Vec<u8>, ev: &Event, syms: &SymbolTable) {
             frame_elems(b, *stack, syms);
         }
         EventKind::PeriodEnd { period } => elem_num(b, "PERIOD", u64::from(*period)),
+        EventKind::VthreadPinned { stack, duration_ns } => {
+            elem_num(b, "DURATION", *duration_ns);
+            frame_elems(b, *stack, syms);
+        }
         EventKind::AllocSample { class, size, stack } => {
             elem_class(b, "CLASS", syms.string(*class));
             elem_num(b, "SIZE", *size);

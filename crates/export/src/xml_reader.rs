@@ -1237,6 +1237,10 @@ impl<R: BufRead> XmlTraceReader<R> {
                     stack: self.stack(),
                 }
             }
+            "VTHREAD_PINNED" => EventKind::VthreadPinned {
+                duration_ns: self.num(C::Duration, "DURATION", at)?,
+                stack: self.stack(),
+            },
             "PERIOD_START" => EventKind::PeriodStart {
                 period: self.num(C::Period, "PERIOD", at)?,
                 stack: self.stack(),

@@ -458,6 +458,13 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
             },
         ),
         ev(
+            clerk,
+            EventKind::VthreadPinned {
+                stack: sample_stack,
+                duration_ns: 25_000_000,
+            },
+        ),
+        ev(
             main,
             EventKind::Demotion {
                 method: check,
@@ -579,6 +586,7 @@ fn jsonl_keys_per_event_type() {
                 "counted",
             ],
             "METHOD_COUNTS" => vec!["overhead_bp", "counts"],
+            "VTHREAD_PINNED" => vec!["duration_ns", "stack"],
             other => panic!("unexpected type {other}"),
         }
     };

@@ -901,6 +901,16 @@ fn read_other_event(
                 rate_per_s: c.u64()?,
             }
         }
+        OP_EXTENDED => {
+            no_flag(c)?;
+            match c.u64()? {
+                EXT_VTHREAD_PINNED => EventKind::VthreadPinned {
+                    stack: StackId(c.u32()?),
+                    duration_ns: c.u64()?,
+                },
+                _ => return Err(c.err("an EXTENDED sub-kind this reader knows (0)")),
+            }
+        }
         OP_ALLOC_SAMPLE => {
             no_flag(c)?;
             EventKind::AllocSample {

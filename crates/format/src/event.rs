@@ -379,6 +379,17 @@ pub enum EventKind {
         overhead_bp: u64,
         counts: Vec<(MethodId, u64)>,
     },
+    /// A virtual thread parked while pinned to its carrier (JDK 21+): it
+    /// could not unmount (a `synchronized` frame on JDK 21–23, a native
+    /// frame, a class initializer), so its carrier thread parked with it
+    /// for `duration_ns`: what JFR's `jdk.VirtualThreadPinned` reports.
+    /// The event's thread is the virtual thread, its time the park's start.
+    VthreadPinned {
+        /// The virtual thread's stack when it parked, top frame first.
+        stack: StackId,
+        /// How long the carrier stayed parked.
+        duration_ns: u64,
+    },
 }
 
 /// A thread's resource counters at a CALL or RETURN (`metrics=cpu,alloc`).
@@ -465,6 +476,7 @@ impl EventKind {
             EventKind::AllocSample { .. } => "ALLOC_SAMPLE",
             EventKind::Demotion { .. } => "DEMOTION",
             EventKind::MethodCounts { .. } => "METHOD_COUNTS",
+            EventKind::VthreadPinned { .. } => "VTHREAD_PINNED",
         }
     }
 }
@@ -501,6 +513,7 @@ impl EventKind {
             EventKind::AllocSample { .. } => 24,
             EventKind::Demotion { .. } => 25,
             EventKind::MethodCounts { .. } => 26,
+            EventKind::VthreadPinned { .. } => 27,
         }
     }
 }
@@ -534,6 +547,7 @@ pub const EVENT_TYPE_NAMES: &[&str] = &[
     "ALLOC_SAMPLE",
     "DEMOTION",
     "METHOD_COUNTS",
+    "VTHREAD_PINNED",
 ];
 
 #[cfg(test)]

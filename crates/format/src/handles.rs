@@ -106,7 +106,9 @@ pub fn map_handles(kind: &mut EventKind, m: &mut impl HandleMap) {
                 map_monitor(mon, m);
             }
         }
-        EventKind::PeriodStart { stack, .. } => *stack = m.stack(*stack),
+        EventKind::PeriodStart { stack, .. } | EventKind::VthreadPinned { stack, .. } => {
+            *stack = m.stack(*stack)
+        }
         EventKind::AllocSample { class, stack, .. } => {
             *class = m.string(*class);
             *stack = m.stack(*stack);

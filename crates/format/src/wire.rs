@@ -127,6 +127,12 @@ pub const OP_DEMOTION: u8 = 28;
 /// The budget's report: estimated overhead (basis points), pair count,
 /// then (method id, count) pairs of demoted methods.
 pub const OP_METHOD_COUNTS: u8 = 29;
+/// An extended record: a varint sub-kind ([`EXT_VTHREAD_PINNED`] …), then
+/// that kind's fields. The one opcode left is spent once: new kinds are
+/// sub-kinds, so the opcode space never runs out.
+pub const OP_EXTENDED: u8 = 31;
+/// EXTENDED sub-kind 0, VTHREAD_PINNED: stack handle, duration (ns).
+pub const EXT_VTHREAD_PINNED: u64 = 0;
 
 // CALL extras byte.
 /// Depth differs from the expected one: zigzag(depth - expected) follows.

@@ -691,6 +691,12 @@ impl<W: Write> TraceWriter<W> {
                 buf.push(reason.index() as u8);
                 put_u64(buf, *rate_per_s);
             }
+            EventKind::VthreadPinned { stack, duration_ns } => {
+                head(buf, OP_EXTENDED);
+                put_u64(buf, EXT_VTHREAD_PINNED);
+                put_u64(buf, u64::from(stack.0));
+                put_u64(buf, *duration_ns);
+            }
             EventKind::AllocSample { class, size, stack } => {
                 head(buf, OP_ALLOC_SAMPLE);
                 put_u64(buf, u64::from(class.0));
@@ -898,7 +904,9 @@ impl<W: Write> TraceWriter<W> {
                     d.string(m.class, gen, buf)?;
                 }
             }
-            EventKind::PeriodStart { stack, .. } => d.stack(*stack, gen, buf)?,
+            EventKind::PeriodStart { stack, .. } | EventKind::VthreadPinned { stack, .. } => {
+                d.stack(*stack, gen, buf)?
+            }
             EventKind::AllocSample { class, stack, .. } => {
                 d.string(*class, gen, buf)?;
                 d.stack(*stack, gen, buf)?;

@@ -588,6 +588,20 @@ pub fn all_kinds() -> Vec<Event> {
                 counts: vec![],
             },
         ),
+        (
+            T_WORKER,
+            EventKind::VthreadPinned {
+                stack: STACK_WORKER,
+                duration_ns: 20_000_000,
+            },
+        ),
+        (
+            T_MAIN,
+            EventKind::VthreadPinned {
+                stack: STACK_WORKER,
+                duration_ns: u64::MAX,
+            },
+        ),
         (T_WORKER, EventKind::ThreadEnd),
         (T_MAIN, EventKind::ThreadEnd),
     ];
