@@ -245,6 +245,7 @@ fn install_callbacks(jvmti: Jvmti, at_startup: bool) -> Result<(), String> {
     crate::vthreads::install(&mut cb);
     crate::signal_sampler::install_callbacks(&mut cb);
     crate::alloc_sampler::install_callbacks(&mut cb);
+    crate::pinning::install_callbacks(&mut cb);
     // Every capture's callbacks: a later recording may use the other mode.
     for mode in [CaptureMode::Bci, CaptureMode::Jvmti] {
         capture::for_mode(mode).install_callbacks(&mut cb);
@@ -533,6 +534,7 @@ fn capabilities(
         caps.set_can_get_constant_pool(1);
     }
     crate::alloc_sampler::add_capabilities(o, &mut caps);
+    crate::pinning::add_capabilities(o, potential, &mut caps);
     if plan.samples || o.events.contains(EventGroup::Alloc) {
         caps.set_can_get_line_numbers(1);
     }
@@ -669,6 +671,7 @@ impl Agent {
         // Before anything is recorded: a virtual thread's first event
         // needs its state in place.
         crate::vthreads::start(self);
+        crate::pinning::start(self, jni);
         // Thread start and end also keep per-thread state apart: always on.
         let mut events = vec![sys::JVMTI_EVENT_THREAD_START, sys::JVMTI_EVENT_THREAD_END];
         if plan.classes {
@@ -754,6 +757,7 @@ impl Agent {
         }
         if self.phase.swap(STOPPED, Ordering::AcqRel) == LIVE {
             self.capture.stop(self.jvmti);
+            crate::pinning::stop(self);
             crate::vthreads::stop(self.jvmti);
             for e in ALL_EVENTS {
                 let _ = self.jvmti.set_event(false, e);

@@ -619,6 +619,16 @@ impl Jvmti {
         Ok((u16::try_from(count).unwrap_or(0), bytes))
     }
 
+    /// Sets a breakpoint: the `Breakpoint` event fires when a thread is
+    /// about to execute the instruction at `location` of `method`.
+    pub fn set_breakpoint(self, method: sys::jmethodID, location: i64) -> Result<()> {
+        call!(self.0, SetBreakpoint, method, location)
+    }
+
+    pub fn clear_breakpoint(self, method: sys::jmethodID, location: i64) -> Result<()> {
+        call!(self.0, ClearBreakpoint, method, location)
+    }
+
     pub fn bytecodes(self, method: sys::jmethodID) -> Result<Vec<u8>> {
         let (mut n, mut p) = (0, ptr::null_mut());
         call!(self.0, GetBytecodes, method, &mut n, &mut p)?;
@@ -729,6 +739,14 @@ impl Jni {
         let f = jni!(self.0, GetFieldID, class, name.as_ptr(), sig.as_ptr())?;
         self.clear_exception();
         (!f.is_null()).then_some(f)
+    }
+
+    /// The id of an instance method, or `None` when the class has none
+    /// by that name and descriptor (the `NoSuchMethodError` is cleared).
+    pub fn method_id(self, class: sys::jclass, name: &CStr, sig: &CStr) -> Option<sys::jmethodID> {
+        let m = jni!(self.0, GetMethodID, class, name.as_ptr(), sig.as_ptr())?;
+        self.clear_exception();
+        (!m.is_null()).then_some(m)
     }
 
     /// Clears a pending exception; whether there was one.

@@ -40,6 +40,7 @@ mod control;
 mod jvmti;
 mod methods;
 mod metrics;
+mod pinning;
 mod problems;
 mod reactions;
 mod sampler;

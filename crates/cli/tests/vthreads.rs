@@ -346,3 +346,88 @@ fn signal_samples_name_the_virtual_thread_a_carrier_runs() {
         }
     }
 }
+
+#[test]
+fn a_virtual_thread_parked_while_pinned_gets_a_vthread_pinned_event() {
+    // fx.Pinned: vt-init sleeps 150 ms inside a class initializer (the VM
+    // frame under it pins it on every JDK), vt-sync inside synchronized
+    // (pinned on JDK 21-23 only), vt-free pinned by nothing. JVMTI has no
+    // pinned event: the agent's breakpoints on
+    // VirtualThread.parkOnCarrierThread make one, with the virtual thread's
+    // stack and the time its carrier stayed parked.
+    agent();
+    let trace = scratch("fx.Pinned").join("trace.vmv");
+    let output = Command::new(vmview())
+        .args(["record", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(java21())
+        .arg("-cp")
+        .arg(classes())
+        .arg("fx.Pinned")
+        .output()
+        .expect("run vmview record");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("JVMTI calls failed"), "{stderr}");
+    let events = jsonl(&trace);
+    let pinned = of_type(&events, "VTHREAD_PINNED");
+    let of =
+        |name: &str| -> Vec<&&Value> { pinned.iter().filter(|e| e["thread"] == name).collect() };
+    let init = of("vt-init");
+    assert!(!init.is_empty(), "vt-init pinned: {pinned:?}");
+    // Thread.sleep parks again until its time is up: the parks add up to
+    // the 150 ms slept (less the moments between them).
+    let slept: u64 = init
+        .iter()
+        .map(|e| e["duration_ns"].as_u64().unwrap())
+        .sum();
+    assert!(slept >= 140_000_000, "vt-init pinned for {slept} ns");
+    for e in &init {
+        let methods: Vec<&str> = e["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["method"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(methods[0], "parkOnCarrierThread", "{e}");
+        assert!(
+            methods.contains(&"sleepInInit") && methods.contains(&"<clinit>"),
+            "{e}"
+        );
+    }
+    assert!(of("vt-free").is_empty(), "vt-free unmounts: {pinned:?}");
+    let sync = of("vt-sync");
+    let major = java_major(java21()).unwrap();
+    if major < 24 {
+        assert!(!sync.is_empty(), "JDK {major} pins in synchronized");
+        assert!(sync.iter().all(|e| e["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["method"] == "sleepInSync")));
+    } else {
+        assert!(
+            sync.is_empty(),
+            "JDK {major} unmounts in synchronized: {sync:?}"
+        );
+    }
+
+    // The XML export is valid against the DTD and reads back.
+    let xml = trace.with_extension("xml");
+    let out = Command::new(vmview())
+        .args(["export"])
+        .arg(&trace)
+        .args(["--format", "xml", "-o"])
+        .arg(&xml)
+        .output()
+        .expect("run vmview export");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    crate::xml::assert_valid_xml(&xml);
+    let back = jsonl(&xml);
+    assert_eq!(of_type(&back, "VTHREAD_PINNED").len(), pinned.len());
+}
