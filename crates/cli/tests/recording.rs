@@ -339,6 +339,32 @@ fn check_jni_reports_no_warnings_under_the_agent() {
 }
 
 #[test]
+fn check_jni_reports_no_warnings_with_every_sampling_event_on() {
+    // fx.Weights: a spinning, a sleeping, an allocating and a blocked
+    // thread, recorded with stack samples (the SIGPROF walk), allocation
+    // samples and lock events at once under -Xcheck:jni.
+    let rec = record(
+        &[
+            "--classes",
+            "fx.Weights*",
+            "--events",
+            "calls,locks,samples,alloc",
+        ],
+        &["-Xcheck:jni"],
+        "fx.Weights",
+        &[],
+    );
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    let err = rec.stderr();
+    assert!(!err.contains("WARNING"), "-Xcheck:jni complained: {err}");
+    assert!(!err.contains("FATAL"), "-Xcheck:jni complained: {err}");
+    let events = rec.events();
+    for ty in ["SAMPLE", "ALLOC_SAMPLE", "MONITOR_CONTENDED_ENTERED"] {
+        assert!(!of_type(&events, ty).is_empty(), "no {ty} event");
+    }
+}
+
+#[test]
 fn text_output_labels_fields_like_vmview() {
     let rec = record(&["--classes", "fx.Exceptions"], &[], "fx.Exceptions", &[]);
     let out = run(&["show", path_str(&rec.trace)]);
