@@ -28,7 +28,7 @@
 //! it off, silently: there is nothing to pin.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::agent::{self, Agent};
@@ -41,10 +41,15 @@ use vmview_options::EventGroup;
 static METHOD: AtomicPtr<sys::_jmethodID> = AtomicPtr::new(std::ptr::null_mut());
 /// The `return` locations with a breakpoint (the entry, 0, has one too).
 static RETURNS: Mutex<Vec<i64>> = Mutex::new(Vec::new());
+/// Counts the recordings that set the breakpoints: a park that began in
+/// an earlier recording of the same JVM (attach, stop, attach) ends
+/// without an event, since its stack belongs to that recording's symbols.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    /// The park under way on this carrier: its start and stack.
-    static PARK: Cell<Option<(u64, StackId)>> = const { Cell::new(None) };
+    /// The park under way on this carrier: its recording's generation,
+    /// its start and its stack.
+    static PARK: Cell<Option<(u64, u64, StackId)>> = const { Cell::new(None) };
 }
 
 /// Whether the recording asks for it (the capabilities are checked apart).
@@ -127,6 +132,7 @@ pub fn start(agent: &Agent, jni: Jni) {
         }
     }
     *RETURNS.lock().unwrap_or_else(|e| e.into_inner()) = returns;
+    GENERATION.fetch_add(1, Ordering::AcqRel);
     METHOD.store(method, Ordering::Release);
     if let Err(e) = agent.jvmti.set_event(true, sys::JVMTI_EVENT_BREAKPOINT) {
         agent.problems.jvmti(e);
@@ -176,12 +182,16 @@ unsafe extern "C" fn breakpoint(
                 stack.push((id, info.loc(agent, f.method, f.location)));
             }
             let stack = agent.symbols.stack(&stack);
-            PARK.with(|p| p.set(Some((time, stack))));
+            let generation = GENERATION.load(Ordering::Acquire);
+            PARK.with(|p| p.set(Some((generation, time, stack))));
             return;
         }
-        let Some((start, stack)) = PARK.with(Cell::take) else {
+        let Some((generation, start, stack)) = PARK.with(Cell::take) else {
             return;
         };
+        if generation != GENERATION.load(Ordering::Acquire) {
+            return;
+        }
         let kind = EventKind::VthreadPinned {
             stack,
             duration_ns: time.saturating_sub(start),
