@@ -52,7 +52,8 @@ Configurations (--only/--skip take these names, comma-separated):
 
 Server configurations (with --server):
   plain                      Jetty alone (baseline)
-  vmview samples             vmview agent, events=samples,interval=10ms
+  vmview samples             vmview agent, events=samples,interval=10ms (sampler=signal)
+  vmview samples safepoint   the same with sampler=safepoint (GetAllStackTraces)
   jfr                        -XX:StartFlightRecording (default settings)
 
 Examples:

@@ -77,6 +77,13 @@ pub const SERVER_CONFIGS: &[ServerConfig] = &[
         },
     },
     ServerConfig {
+        name: "vmview samples safepoint",
+        observer: Observer::Vmview {
+            options: "events=samples,interval=10ms,sampler=safepoint",
+            env: &[],
+        },
+    },
+    ServerConfig {
         name: "jfr",
         observer: Observer::Jfr,
     },
