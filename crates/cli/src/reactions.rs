@@ -23,6 +23,7 @@ use vmview_analysis::reactions::{HandlerRule, MethodRef, Reactions, StateCounts}
 use vmview_analysis::{EventSink, ReactionConfig, ReactionTrie};
 use vmview_export::names::MethodNames;
 use vmview_format::{MethodId, SymbolTable, ThreadState};
+use vmview_jfr::{JfrOptions, WaitSampleStats, WAIT_EVENTS};
 
 use crate::error::hinted;
 use crate::trace;
@@ -106,6 +107,10 @@ pub struct ReactionsArgs {
     /// Use no framework profiles, not even the built-in ones.
     #[arg(long)]
     no_frameworks: bool,
+    /// A JFR recording: read JFR's own samples only, without the wait
+    /// samples made from its park, monitor, sleep and I/O events.
+    #[arg(long)]
+    no_wait_samples: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -147,7 +152,10 @@ pub fn run(args: &ReactionsArgs) -> anyhow::Result<ExitCode> {
             })?;
     }
     crate::overwrite::refuse_input_as_output(&[&args.file], None)?;
-    let mut reader = trace::Input::open(&args.file)?;
+    let jfr = JfrOptions {
+        wait_samples: !args.no_wait_samples,
+    };
+    let mut reader = trace::Input::open_with(&args.file, jfr)?;
     let config = ReactionConfig {
         user: args.user.clone(),
         system: args.system.clone(),
@@ -171,6 +179,10 @@ pub fn run(args: &ReactionsArgs) -> anyhow::Result<ExitCode> {
         },
     )?;
     reader.warn(events);
+    let waits = reader.source().jfr().map(|j| j.wait_samples().clone());
+    if let Some(w) = waits.as_ref().filter(|_| jfr.wait_samples) {
+        say!("vmview: note: {}", wait_samples_note(w));
+    }
     let r = trie.finish();
     let timing = Timing {
         warmup: warmup.unwrap_or_default(),
@@ -186,7 +198,11 @@ pub fn run(args: &ReactionsArgs) -> anyhow::Result<ExitCode> {
     let text = match args.format {
         Format::Text => render_text(&r, &timing, syms),
         Format::Json => {
-            let mut s = serde_json::to_string_pretty(&render_json(&r, &timing, syms)?)?;
+            let mut doc = render_json(&r, &timing, syms)?;
+            if let Some(w) = &waits {
+                doc["jfr_wait_samples"] = wait_samples_json(w, jfr.wait_samples);
+            }
+            let mut s = serde_json::to_string_pretty(&doc)?;
             s.push('\n');
             s
         }
@@ -196,6 +212,80 @@ pub fn run(args: &ReactionsArgs) -> anyhow::Result<ExitCode> {
     out.write_all(text.as_bytes())?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the JFR reader made wait samples from, in one sentence, with the
+/// settings to record when it found nothing to make them from.
+fn wait_samples_note(w: &WaitSampleStats) -> String {
+    let from: Vec<String> = WAIT_EVENTS
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| w.events[i] > 0)
+        .map(|(i, (name, state))| {
+            format!(
+                "{name} ({} events, {} {})",
+                w.events[i],
+                w.samples[i],
+                state.name()
+            )
+        })
+        .collect();
+    let parks = WAIT_EVENTS
+        .iter()
+        .position(|(n, _)| *n == "jdk.ThreadPark")
+        .map_or(0, |i| w.events[i]);
+    let mut s = if from.is_empty() {
+        "JFR samples running threads only, and this recording has no park, monitor,          sleep or I/O events to make wait samples from"
+            .to_string()
+    } else {
+        format!(
+            "JFR samples running threads only: {} wait samples were made, one per {} ms ({}), from {}",
+            w.total(),
+            w.period_ns as f64 / 1e6,
+            w.period_from.describe(),
+            from.join(", ")
+        )
+    };
+    if w.covered > 0 {
+        let _ = write!(s, "; {} slots JFR had sampled itself", w.covered);
+    }
+    if w.dropped > 0 {
+        let _ = write!(
+            s,
+            "; {} more not made (at most {} per chunk)",
+            w.dropped,
+            vmview_jfr::waits::MAX_PER_CHUNK
+        );
+    }
+    if parks == 0 {
+        s.push_str(
+            "; without jdk.ThreadPark events a handler fed by a queue is not found:              record with settings=profile,locking-threshold=0ms (docs/JFR.md)",
+        );
+    }
+    s
+}
+
+fn wait_samples_json(w: &WaitSampleStats, made: bool) -> Json {
+    let from: serde_json::Map<String, Json> = WAIT_EVENTS
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| w.events[i] > 0)
+        .map(|(i, (name, state))| {
+            (
+                name.to_string(),
+                json!({"events": w.events[i], "samples": w.samples[i], "state": state.name()}),
+            )
+        })
+        .collect();
+    json!({
+        "made": made,
+        "samples": w.total(),
+        "period_ns": w.period_ns,
+        "period_from": w.period_from.describe(),
+        "from": from,
+        "covered": w.covered,
+        "dropped": w.dropped,
+    })
 }
 
 fn names(syms: &SymbolTable, m: Option<MethodId>) -> (String, String) {

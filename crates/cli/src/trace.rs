@@ -17,6 +17,7 @@ use anyhow::Context as _;
 use vmview_export::{SourceError, TraceSource};
 use vmview_format::parallel::{decode_threads, ordered_map_fold, ChunkFile};
 use vmview_format::{Diagnostic, DiagnosticKind, Event, FormatError, SymbolTable, TraceReader};
+use vmview_jfr::JfrOptions;
 
 use crate::error::hinted;
 
@@ -33,12 +34,18 @@ pub struct Input {
     path: PathBuf,
     /// The symbols a parallel read gathered (the source itself read nothing).
     gathered: Option<SymbolTable>,
+    jfr: JfrOptions,
 }
 
 impl Input {
     /// Opens a binary or XML trace, with errors a user can act on.
     pub fn open(path: &Path) -> anyhow::Result<Input> {
-        let src = match TraceSource::open(path) {
+        Input::open_with(path, JfrOptions::default())
+    }
+
+    /// As [`Input::open`], a JFR recording read with `jfr`.
+    pub fn open_with(path: &Path, jfr: JfrOptions) -> anyhow::Result<Input> {
+        let src = match TraceSource::open_with(path, jfr) {
             Ok(s) => s,
             Err(SourceError::Binary(_)) => {
                 // The binary reader's errors, in words.
@@ -50,6 +57,7 @@ impl Input {
             src,
             path: path.to_path_buf(),
             gathered: None,
+            jfr,
         })
     }
 
@@ -153,7 +161,7 @@ impl Input {
                 }
                 // A chunk the index vouched for is damaged: start over in
                 // order, so the reader reports it as it always does.
-                self.src = TraceSource::open(&self.path).map_err(source_error)?;
+                self.src = TraceSource::open_with(&self.path, self.jfr).map_err(source_error)?;
             }
         }
         let mut state = init();

@@ -485,13 +485,12 @@ fn every_reading_command_reads_a_jfr_recording() {
     assert!(std::fs::metadata(&html).unwrap().len() > 0);
 }
 
-/// The reactions fixture recorded with settings=profile: the handler fed
-/// by a socket (its loop's waits are native I/O, which JFR samples) and
-/// the JDK-called callbacks are found; the queue-fed handler is not (a
-/// parked thread is never sampled by JFR).
+/// The reactions fixture recorded with settings=profile, read with JFR's
+/// own samples only: the handler fed by a socket (its loop's waits are
+/// native I/O, which JFR samples) and the JDK-called callbacks are found.
 #[test]
 fn reactions_finds_the_socket_handler_and_callbacks_in_a_profile_recording() {
-    let out = run(&["reactions", path_str(reactions17())]);
+    let out = run(&["reactions", path_str(reactions17()), "--no-wait-samples"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -507,6 +506,107 @@ fn reactions_finds_the_socket_handler_and_callbacks_in_a_profile_recording() {
         text.contains("fx.Reactions$ByValue.compare"),
         "comparator callback found:\n{text}"
     );
+}
+
+/// `vmview reactions --format json` on a recording, parsed, and its stderr.
+fn reactions_json(rec: &Path, extra: &[&str]) -> (Value, String) {
+    let mut args = vec!["reactions", path_str(rec), "--format", "json"];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "vmview {args:?} failed: {err}");
+    (serde_json::from_slice(&out.stdout).expect("JSON"), err)
+}
+
+/// The reactions fixture under JDK 17's JFR with every park, monitor wait
+/// and socket read recorded (`locking-threshold=0ms,socket-threshold=0ms`
+/// on top of `settings=profile`): `reactions` finds both handlers as the
+/// native recording does (tests/reactions.rs), the queue-fed handleOrder
+/// included. JFR never samples a parked thread, so that handler is found
+/// only through the WAIT samples made from the jdk.ThreadPark events of
+/// its loop: read with JFR's own samples only, it is not found. The
+/// samples `show` reads stay exactly JFR's own.
+#[test]
+fn reactions_finds_the_queue_handler_from_jfr_park_events() {
+    let (java, jfr) = jdk17();
+    let rec = record_jfr(
+        &java,
+        "settings=profile,locking-threshold=0ms,socket-threshold=0ms",
+        "fx.Reactions",
+        &["3000"],
+    );
+    let (doc, err) = reactions_json(&rec, &[]);
+    let handlers = doc["handlers"].as_array().expect("handlers");
+    let handler = |method: &str| {
+        handlers
+            .iter()
+            .find(|h| h["method"] == method)
+            .unwrap_or_else(|| panic!("{method} is not a handler: {doc:#}"))
+    };
+    let order = handler("handleOrder");
+    assert_eq!(order["class"], "fx.Reactions$OrderLoop");
+    assert_eq!(order["type"], "NODE_WAIT");
+    assert_eq!(order["loop"]["method"], "run");
+    assert_eq!(order["threads"][0]["thread"], "orders");
+    let msg = handler("onMessage");
+    assert_eq!(msg["class"], "fx.Reactions$Server");
+    assert_eq!(msg["type"], "NODE_IO");
+    assert_eq!(msg["threads"][0]["thread"], "server");
+    let callbacks = doc["callbacks"].as_array().expect("callbacks");
+    assert!(
+        callbacks
+            .iter()
+            .any(|c| c["class"] == "fx.Reactions$ByValue" && c["method"] == "compare"),
+        "{callbacks:#?}"
+    );
+
+    // What was made, said on stderr and in the document: one sample per
+    // 10 ms (profile's execution sample period, read from the recording),
+    // from every jdk.ThreadPark event the jfr tool prints.
+    let made = &doc["jfr_wait_samples"];
+    assert_eq!(made["made"], true, "{made}");
+    assert_eq!(made["period_ns"], 10_000_000, "{made}");
+    assert_eq!(made["period_from"], "jdk.ExecutionSample#period", "{made}");
+    let parks = jfr_print(&jfr, "jdk.ThreadPark", &rec);
+    let from_parks = &made["from"]["jdk.ThreadPark"];
+    assert_eq!(from_parks["events"], parks.len(), "{made}");
+    assert_eq!(from_parks["state"], "WAIT");
+    // A wait of d ns holds floor(d / 10 ms) or ceil(d / 10 ms) slots of
+    // the grid; slots JFR sampled itself are left out.
+    let period = 10_000_000u64;
+    let most: u64 = parks
+        .iter()
+        .map(|(_, v)| iso_ns(&v["duration"]).div_ceil(period))
+        .sum();
+    let least: u64 = parks
+        .iter()
+        .map(|(_, v)| iso_ns(&v["duration"]) / period)
+        .sum();
+    let n = from_parks["samples"].as_u64().unwrap();
+    let covered = made["covered"].as_u64().unwrap();
+    assert!(
+        n <= most && n + covered >= least,
+        "{n} park samples, {covered} covered, parks hold {least}..{most} slots"
+    );
+    assert!(
+        err.contains("wait samples were made") && err.contains("jdk.ThreadPark ("),
+        "says so: {err}"
+    );
+
+    // JFR's own samples alone: no WAIT at the order loop, no handler.
+    let (own, err) = reactions_json(&rec, &["--no-wait-samples"]);
+    assert!(
+        own["handlers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["method"] != "handleOrder"),
+        "{own:#}"
+    );
+    assert_eq!(own["jfr_wait_samples"]["made"], false);
+    assert!(!err.contains("wait samples were made"), "{err}");
+    // Other commands read JFR's samples only.
+    check_samples(&jfr, &rec);
 }
 
 /// The byte offsets of a recording's chunks, from their headers' sizes.

@@ -24,7 +24,7 @@ use vmview_format::{
     Diagnostic, Event, FormatError, MethodId, SymbolTable, TraceHeader, TraceReader,
 };
 
-use vmview_jfr::{JfrError, JfrReader};
+use vmview_jfr::{JfrError, JfrOptions, JfrReader};
 
 use crate::xml_reader::{XmlError, XmlTraceReader};
 
@@ -97,9 +97,15 @@ pub enum TraceSource {
 impl TraceSource {
     /// Opens `path`, choosing the reader by [`SourceKind::sniff`].
     pub fn open(path: &Path) -> Result<TraceSource, SourceError> {
+        TraceSource::open_with(path, JfrOptions::default())
+    }
+
+    /// As [`TraceSource::open`], a JFR recording read with `jfr` (which
+    /// the other kinds ignore).
+    pub fn open_with(path: &Path, jfr: JfrOptions) -> Result<TraceSource, SourceError> {
         match SourceKind::sniff(path) {
             SourceKind::Binary => Ok(TraceSource::Binary(Box::new(TraceReader::open(path)?))),
-            SourceKind::Jfr => Ok(TraceSource::Jfr(Box::new(JfrReader::open(path)?))),
+            SourceKind::Jfr => Ok(TraceSource::Jfr(Box::new(JfrReader::open_with(path, jfr)?))),
             SourceKind::Xml => {
                 let f = File::open(path).map_err(|error| SourceError::Io {
                     path: path.to_path_buf(),
@@ -116,6 +122,14 @@ impl TraceSource {
                     }),
                 }
             }
+        }
+    }
+
+    /// The JFR reader, when the trace is a recording.
+    pub fn jfr(&self) -> Option<&JfrReader<File>> {
+        match self {
+            TraceSource::Jfr(r) => Some(r),
+            _ => None,
         }
     }
 

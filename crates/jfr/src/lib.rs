@@ -11,12 +11,15 @@
 //! Code map: `wire.rs` the primitive encodings (LEB128 integers, strings),
 //! `chunk.rs` one chunk decoded generically from its metadata (types,
 //! constant pools, events as value trees), `reader.rs` the mapping onto
-//! vmview's events and symbols, chunk after chunk.
+//! vmview's events and symbols, chunk after chunk, `waits.rs` the wait
+//! samples made from JFR's duration events (for `reactions`).
 
 #![forbid(unsafe_code)]
 
 pub mod chunk;
 mod reader;
+pub mod waits;
 pub mod wire;
 
-pub use reader::{is_jfr, JfrError, JfrReader};
+pub use reader::{is_jfr, JfrError, JfrOptions, JfrReader};
+pub use waits::{PeriodSource, WaitSampleStats, WAIT_EVENTS};

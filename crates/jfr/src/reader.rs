@@ -30,6 +30,7 @@ use vmview_format::{
 use vmview_options::{ClassFilter, BUILTIN_IO, BUILTIN_WAIT};
 
 use crate::chunk::{Chunk, ChunkHeader, KnownMetadata, Unit, Value, HEADER_BYTES, MAGIC};
+use crate::waits::{self, ChunkWaits, PeriodSource, WaitSampleStats, WaitSpan};
 
 /// How many top frames of a native sample are searched for an I/O method
 /// (the agent's sampler searches as many).
@@ -48,6 +49,16 @@ pub enum JfrError {
     NotJfr { path: String },
     #[error("{path}: the first chunk is unreadable: {message}")]
     FirstChunk { path: String, message: String },
+}
+
+/// How a recording is read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JfrOptions {
+    /// Also make SAMPLE events from the duration events that say a thread
+    /// was not running (parks, monitor waits and enters, sleeps, socket and
+    /// file I/O), one per sampling period (see `waits.rs`). Off, the
+    /// samples are exactly JFR's own.
+    pub wait_samples: bool,
 }
 
 /// Does `head` (a file's first bytes) start a JFR recording?
@@ -69,6 +80,7 @@ enum Kind {
     MethodTrace,
     AllocSample,
     JvmInfo,
+    ActiveSetting,
     Foreign,
 }
 
@@ -85,6 +97,7 @@ fn kind_of(name: &str) -> Kind {
         "jdk.MethodTrace" => Kind::MethodTrace,
         "jdk.ObjectAllocationSample" => Kind::AllocSample,
         "jdk.JVMInformation" => Kind::JvmInfo,
+        "jdk.ActiveSetting" => Kind::ActiveSetting,
         _ => Kind::Foreign,
     }
 }
@@ -137,6 +150,8 @@ struct EventClass {
     start: Option<usize>,
     duration: Option<usize>,
     thread: Option<usize>,
+    /// The [`waits::WAIT_EVENTS`] entry of the type, if it is one.
+    wait: Option<usize>,
 }
 
 /// Per-chunk caches from pool keys to handles.
@@ -146,6 +161,8 @@ struct ChunkCache {
     methods: FxHashMap<i64, MethodInfo>,
     stacks: FxHashMap<i64, Rc<StackInfo>>,
     threads: FxHashMap<i64, ThreadRef>,
+    /// Type id of `jdk.ExecutionSample` in this chunk's metadata.
+    execution_sample: Option<i64>,
 }
 
 /// Reads a `.jfr` file as vmview events.
@@ -169,24 +186,44 @@ pub struct JfrReader<R = File> {
     /// Chunks whose header was read whole, damaged ones included.
     chunks: usize,
     done: bool,
+    options: JfrOptions,
+    /// The last chunk's `jdk.ExecutionSample#period` setting, ns.
+    period_setting: Option<u64>,
+    /// The last median gap of execution samples, ns.
+    period_gap: Option<u64>,
+    wait_stats: WaitSampleStats,
 }
 
 impl JfrReader<File> {
     /// Opens a recording and reads its first chunk.
     pub fn open(path: &Path) -> Result<JfrReader<File>, JfrError> {
+        JfrReader::open_with(path, JfrOptions::default())
+    }
+
+    /// Opens a recording to be read with `options`.
+    pub fn open_with(path: &Path, options: JfrOptions) -> Result<JfrReader<File>, JfrError> {
         let shown = path.display().to_string();
         let file = File::open(path).map_err(|error| JfrError::Io {
             path: shown.clone(),
             error,
         })?;
-        JfrReader::new(file, &shown)
+        JfrReader::with_options(file, &shown, options)
     }
 }
 
 impl<R: Read + Seek> JfrReader<R> {
     /// Reads a recording from `file` (named `shown` in messages) and its
     /// first chunk.
-    pub fn new(mut file: R, shown: &str) -> Result<JfrReader<R>, JfrError> {
+    pub fn new(file: R, shown: &str) -> Result<JfrReader<R>, JfrError> {
+        JfrReader::with_options(file, shown, JfrOptions::default())
+    }
+
+    /// As [`JfrReader::new`], read with `options`.
+    pub fn with_options(
+        mut file: R,
+        shown: &str,
+        options: JfrOptions,
+    ) -> Result<JfrReader<R>, JfrError> {
         let shown = shown.to_string();
         let io_err = |error| JfrError::Io {
             path: shown.clone(),
@@ -233,6 +270,10 @@ impl<R: Read + Seek> JfrReader<R> {
             metadata: None,
             chunks: 0,
             done: false,
+            options,
+            period_setting: None,
+            period_gap: None,
+            wait_stats: WaitSampleStats::default(),
         };
         r.read_chunk();
         Ok(r)
@@ -255,6 +296,17 @@ impl<R: Read + Seek> JfrReader<R> {
     /// Chunks read so far (damaged ones included, a cut last one not).
     pub fn chunk_count(&self) -> usize {
         self.chunks
+    }
+
+    /// The options the recording is read with.
+    pub fn options(&self) -> JfrOptions {
+        self.options
+    }
+
+    /// The wait samples made so far (all zero unless
+    /// [`JfrOptions::wait_samples`]).
+    pub fn wait_samples(&self) -> &WaitSampleStats {
+        &self.wait_stats
     }
 
     /// Bytes of the file read so far.
@@ -382,7 +434,14 @@ impl<R: Read + Seek> JfrReader<R> {
     }
 
     fn map_chunk(&mut self, chunk: &Chunk, at: u64) {
-        let mut cache = ChunkCache::default();
+        let mut cache = ChunkCache {
+            execution_sample: chunk
+                .meta
+                .by_name("jdk.ExecutionSample")
+                .map(|c| chunk.meta.class(c).id),
+            ..ChunkCache::default()
+        };
+        let mut waits = ChunkWaits::default();
         let mut out: Vec<(u64, u8, u32, Event)> = Vec::new();
         let mut undecodable = 0u64;
         let mut first_bad = None;
@@ -401,7 +460,9 @@ impl<R: Read + Seek> JfrReader<R> {
                 }
             };
             match chunk.decode(&raw) {
-                Ok((class, v)) => self.map_event(chunk, &mut cache, class, &v, &mut out),
+                Ok((class, v)) => {
+                    self.map_event(chunk, &mut cache, &mut waits, class, &v, &mut out)
+                }
                 Err(d) => {
                     undecodable += 1;
                     first_bad.get_or_insert((raw, d));
@@ -419,11 +480,61 @@ impl<R: Read + Seek> JfrReader<R> {
             );
             self.diag(DiagnosticKind::BadChunk, at + raw.offset as u64, m);
         }
+        if self.options.wait_samples {
+            self.wait_samples_of_chunk(chunk, &mut waits, &mut out);
+        }
         out.sort_by_key(|(t, phase, depth, _)| (*t, *phase, *depth));
         for (_, _, _, mut ev) in out {
             ev.id = self.next_id;
             self.next_id += 1;
             self.pending.push_back(ev);
+        }
+    }
+
+    /// Adds the chunk's wait samples to `out`, at the recording's period:
+    /// the `jdk.ExecutionSample#period` setting, else the median gap of
+    /// its execution samples, else JFR's default.
+    fn wait_samples_of_chunk(
+        &mut self,
+        chunk: &Chunk,
+        waits: &mut ChunkWaits,
+        out: &mut Vec<(u64, u8, u32, Event)>,
+    ) {
+        if let Some(p) = waits.setting_ns {
+            self.period_setting = Some(p);
+        }
+        if let Some(g) = waits::median_gap(&mut waits.execution) {
+            self.period_gap = Some(g);
+        }
+        if waits.spans.is_empty() {
+            return;
+        }
+        let (period, from) = match (self.period_setting, self.period_gap) {
+            (Some(p), _) => (p, PeriodSource::Setting),
+            (None, Some(g)) => (g, PeriodSource::MedianGap),
+            (None, None) => (waits::DEFAULT_PERIOD_NS, PeriodSource::Default),
+        };
+        self.wait_stats.period_ns = period;
+        self.wait_stats.period_from = from;
+        let chunk_start = self.time(chunk, chunk.header.start_ticks);
+        for (time, thread, state, stack) in
+            waits::synthesize(waits, period, chunk_start, &mut self.wait_stats)
+        {
+            out.push((
+                time,
+                1,
+                0,
+                Event {
+                    id: 0,
+                    time_ns: time,
+                    thread,
+                    kind: EventKind::Sample {
+                        state,
+                        stack,
+                        monitors: Vec::new(),
+                    },
+                },
+            ));
         }
     }
 
@@ -436,6 +547,7 @@ impl<R: Read + Seek> JfrReader<R> {
         &mut self,
         chunk: &Chunk,
         cache: &mut ChunkCache,
+        waits: &mut ChunkWaits,
         class: u32,
         v: &Value,
         out: &mut Vec<(u64, u8, u32, Event)>,
@@ -447,6 +559,7 @@ impl<R: Read + Seek> JfrReader<R> {
                 start: c.field("startTime"),
                 duration: c.field("duration"),
                 thread: c.field("eventThread"),
+                wait: waits::wait_event(&c.name),
             }
         });
         let kind = ec.kind;
@@ -460,6 +573,19 @@ impl<R: Read + Seek> JfrReader<R> {
             .and_then(|d| chunk.int(d))
             .map_or(0, |d| chunk.header.span_ns(d));
         let event_thread = at(ec.thread).and_then(|t| self.thread(chunk, cache, t));
+        if let (true, Some(event), Some(thread)) =
+            (self.options.wait_samples, ec.wait, event_thread)
+        {
+            if let Some(st) = self.stack(chunk, cache, v) {
+                waits.spans.push(WaitSpan {
+                    start: time,
+                    end: time.saturating_add(duration),
+                    thread,
+                    stack: st.id,
+                    event,
+                });
+            }
+        }
         let mut push = |time: u64, phase: u8, depth: u32, thread: ThreadRef, kind: EventKind| {
             out.push((
                 time,
@@ -499,6 +625,12 @@ impl<R: Read + Seek> JfrReader<R> {
                     s if s.contains("WAIT") || s.contains("PARK") => ThreadState::Wait,
                     _ => ThreadState::Run,
                 };
+                if self.options.wait_samples {
+                    waits.sampled.push((thread, time));
+                    if kind == Kind::ExecutionSample {
+                        waits.execution.push((thread, time));
+                    }
+                }
                 let state = if kind == Kind::ExecutionSample && jfr_state != "STATE_IN_NATIVE" {
                     state
                 } else if methods.first().is_some_and(|m| m.wait) {
@@ -707,9 +839,14 @@ impl<R: Read + Seek> JfrReader<R> {
                     },
                 );
             }
-            Kind::JvmInfo | Kind::Foreign => {
+            Kind::JvmInfo | Kind::ActiveSetting | Kind::Foreign => {
                 if kind == Kind::JvmInfo && self.header.pid == 0 {
                     self.jvm_info(chunk, v);
+                }
+                if kind == Kind::ActiveSetting && self.options.wait_samples {
+                    if let Some(p) = execution_period(chunk, cache, v) {
+                        waits.setting_ns = Some(waits.setting_ns.map_or(p, |q| q.min(p)));
+                    }
                 }
                 let thread = event_thread.unwrap_or_else(|| self.jvm_thread());
                 let name = chunk.meta.class(class).name.to_string();
@@ -1095,6 +1232,20 @@ impl<R: Read + Seek> JfrReader<R> {
         }
         Some(st)
     }
+}
+
+/// The period a `jdk.ActiveSetting` event sets for `jdk.ExecutionSample`,
+/// if it is one that does (the JVM samples at the smallest period of its
+/// recordings).
+fn execution_period(chunk: &Chunk, cache: &ChunkCache, v: &Value) -> Option<u64> {
+    let id = chunk.field(v, "id").and_then(|i| chunk.int(i))?;
+    if Some(id) != cache.execution_sample {
+        return None;
+    }
+    if chunk.field(v, "name").and_then(|n| chunk.string(n)) != Some("period") {
+        return None;
+    }
+    waits::parse_span(chunk.field(v, "value").and_then(|n| chunk.string(n))?)
 }
 
 fn pool_key(v: &Value) -> Option<i64> {
