@@ -90,6 +90,12 @@ pub struct ExportArgs {
     #[arg(long, value_name = "N", default_value_t = vmview_format::DEFAULT_MAX_DEPTH,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_depth: u32,
+    /// A JFR recording: also make WAIT, SLEEP, BLOCKED and IO samples from
+    /// its park, monitor, sleep and I/O events (JFR samples only running
+    /// threads), one per sampling period: a wall-clock picture, as
+    /// `reactions` reads it (docs/JFR.md).
+    #[arg(long)]
+    wait_samples: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -199,7 +205,12 @@ fn collapse_options(args: &ExportArgs) -> CollapseOptions {
 
 pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     crate::overwrite::refuse_input_as_output(&[&args.file], args.output.as_deref())?;
-    let mut reader = trace::Input::open(&args.file)?;
+    let mut reader = trace::Input::open_with(
+        &args.file,
+        vmview_jfr::JfrOptions {
+            wait_samples: args.wait_samples,
+        },
+    )?;
     let total = std::fs::metadata(&args.file).map_or(0, |m| m.len());
     if matches!(args.format, ExportTo::Parquet) && args.output.is_none() {
         return Err(hinted(
@@ -333,6 +344,18 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     })();
     progress.finish();
     reader.warn(n);
+    if args.wait_samples {
+        match reader.source().jfr() {
+            Some(j) => say!(
+                "vmview: note: {}",
+                trace::wait_samples_note(j.wait_samples())
+            ),
+            None => say!(
+                "vmview: warning: --wait-samples applies to JFR recordings only; {} is not one",
+                args.file.display()
+            ),
+        }
+    }
     if let Err(e) = &result {
         if let Some(w) = e.downcast_ref::<io::Error>().and_then(WeightError::of) {
             // Nothing worth keeping was written: no half file is left behind.

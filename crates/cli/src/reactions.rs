@@ -181,7 +181,7 @@ pub fn run(args: &ReactionsArgs) -> anyhow::Result<ExitCode> {
     reader.warn(events);
     let waits = reader.source().jfr().map(|j| j.wait_samples().clone());
     if let Some(w) = waits.as_ref().filter(|_| jfr.wait_samples) {
-        say!("vmview: note: {}", wait_samples_note(w));
+        say!("vmview: note: {}", trace::wait_samples_note(w));
     }
     let r = trie.finish();
     let timing = Timing {
@@ -212,57 +212,6 @@ pub fn run(args: &ReactionsArgs) -> anyhow::Result<ExitCode> {
     out.write_all(text.as_bytes())?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// What the JFR reader made wait samples from, in one sentence, with the
-/// settings to record when it found nothing to make them from.
-fn wait_samples_note(w: &WaitSampleStats) -> String {
-    let from: Vec<String> = WAIT_EVENTS
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| w.events[i] > 0)
-        .map(|(i, (name, state))| {
-            format!(
-                "{name} ({} events, {} {})",
-                w.events[i],
-                w.samples[i],
-                state.name()
-            )
-        })
-        .collect();
-    let parks = WAIT_EVENTS
-        .iter()
-        .position(|(n, _)| *n == "jdk.ThreadPark")
-        .map_or(0, |i| w.events[i]);
-    let mut s = if from.is_empty() {
-        "JFR samples running threads only, and this recording has no park, monitor,          sleep or I/O events to make wait samples from"
-            .to_string()
-    } else {
-        format!(
-            "JFR samples running threads only: {} wait samples were made, one per {} ms ({}), from {}",
-            w.total(),
-            w.period_ns as f64 / 1e6,
-            w.period_from.describe(),
-            from.join(", ")
-        )
-    };
-    if w.covered > 0 {
-        let _ = write!(s, "; {} slots JFR had sampled itself", w.covered);
-    }
-    if w.dropped > 0 {
-        let _ = write!(
-            s,
-            "; {} more not made (at most {} per chunk)",
-            w.dropped,
-            vmview_jfr::waits::MAX_PER_CHUNK
-        );
-    }
-    if parks == 0 {
-        s.push_str(
-            "; without jdk.ThreadPark events a handler fed by a queue is not found:              record with settings=profile,locking-threshold=0ms (docs/JFR.md)",
-        );
-    }
-    s
 }
 
 fn wait_samples_json(w: &WaitSampleStats, made: bool) -> Json {

@@ -9,6 +9,7 @@
 //! file order on this thread, or reads in order otherwise. Both paths hand
 //! the fold the same events in the same order, so output is identical.
 
+use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ use anyhow::Context as _;
 use vmview_export::{SourceError, TraceSource};
 use vmview_format::parallel::{decode_threads, ordered_map_fold, ChunkFile};
 use vmview_format::{Diagnostic, DiagnosticKind, Event, FormatError, SymbolTable, TraceReader};
-use vmview_jfr::JfrOptions;
+use vmview_jfr::{JfrOptions, WaitSampleStats, WAIT_EVENTS};
 
 use crate::error::hinted;
 
@@ -327,4 +328,62 @@ impl Drop for BinaryTrace {
             let _ = std::fs::remove_file(&self.path);
         }
     }
+}
+
+/// What the JFR reader made wait samples from, in one sentence, with the
+/// settings to record when it found nothing to make them from.
+pub fn wait_samples_note(w: &WaitSampleStats) -> String {
+    let from: Vec<String> = WAIT_EVENTS
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| w.events[i] > 0)
+        .map(|(i, (name, state))| {
+            format!(
+                "{name} ({} events, {} {})",
+                w.events[i],
+                w.samples[i],
+                state.name()
+            )
+        })
+        .collect();
+    let parks = WAIT_EVENTS
+        .iter()
+        .position(|(n, _)| *n == "jdk.ThreadPark")
+        .map_or(0, |i| w.events[i]);
+    let mut s = if from.is_empty() {
+        "JFR samples running threads only, and this recording has no park, monitor, \
+         sleep or I/O events to make wait samples from"
+            .to_string()
+    } else {
+        format!(
+            "JFR samples running threads only: {} wait samples were made, one per {} ms ({}), from {}",
+            w.total(),
+            w.period_ns as f64 / 1e6,
+            w.period_from.describe(),
+            from.join(", ")
+        )
+    };
+    if w.covered > 0 {
+        let _ = write!(
+            s,
+            "; {} slots left out where JFR had sampled the thread itself",
+            w.covered
+        );
+    }
+    if w.dropped > 0 {
+        let _ = write!(
+            s,
+            "; {} more not made (at most {} per chunk)",
+            w.dropped,
+            vmview_jfr::waits::MAX_PER_CHUNK
+        );
+    }
+    if parks == 0 {
+        s.push_str(
+            "; without jdk.ThreadPark events a thread waiting in a queue or a lock has no samples \
+             (and reactions misses a handler fed by a queue): record with \
+             settings=profile,locking-threshold=0ms (docs/JFR.md)",
+        );
+    }
+    s
 }

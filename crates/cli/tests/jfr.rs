@@ -533,7 +533,7 @@ fn reactions_finds_the_queue_handler_from_jfr_park_events() {
         &java,
         "settings=profile,locking-threshold=0ms,socket-threshold=0ms",
         "fx.Reactions",
-        &["3000"],
+        &["4000"],
     );
     let (doc, err) = reactions_json(&rec, &[]);
     let handlers = doc["handlers"].as_array().expect("handlers");
@@ -605,8 +605,42 @@ fn reactions_finds_the_queue_handler_from_jfr_park_events() {
     );
     assert_eq!(own["jfr_wait_samples"]["made"], false);
     assert!(!err.contains("wait samples were made"), "{err}");
-    // Other commands read JFR's samples only.
+    // Other commands read JFR's samples only, unless asked: export
+    // --wait-samples weighs the order loop's take() by the same WAIT
+    // samples reactions counted for the orders thread.
     check_samples(&jfr, &rec);
+    let orders_wait = doc["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["thread"] == "orders")
+        .map(|t| t["states"]["WAIT"].as_u64().unwrap())
+        .expect("orders thread");
+    let take_weight = |extra: &[&str]| -> u64 {
+        let out = scratch("jfr-collapsed").join("out.txt");
+        let mut args = vec![
+            "export",
+            path_str(&rec),
+            "--format",
+            "collapsed",
+            "--weight",
+            "samples",
+            "-o",
+            path_str(&out),
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("OrderLoop.run;java.util.concurrent.ArrayBlockingQueue.take"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    assert!(orders_wait > 0);
+    assert_eq!(take_weight(&["--wait-samples"]), orders_wait);
+    assert_eq!(take_weight(&[]), 0, "JFR never samples a parked thread");
 }
 
 /// The byte offsets of a recording's chunks, from their headers' sizes.

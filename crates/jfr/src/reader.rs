@@ -576,6 +576,7 @@ impl<R: Read + Seek> JfrReader<R> {
         if let (true, Some(event), Some(thread)) =
             (self.options.wait_samples, ec.wait, event_thread)
         {
+            self.wait_stats.events[event] += 1;
             if let Some(st) = self.stack(chunk, cache, v) {
                 waits.spans.push(WaitSpan {
                     start: time,
