@@ -18,15 +18,24 @@
 //! within half a period of one of JFR's own samples of the thread (a
 //! native sample inside a socket read) or already filled by another wait
 //! event is left out. Samples are made for the part of a wait inside its
-//! chunk only (so time order holds across chunks) and at most
-//! [`MAX_PER_CHUNK`] per chunk, so memory stays bounded for a recording of
-//! an idle application whose threads park for hours.
+//! chunk only (so time order holds across chunks), at a period of at
+//! least 1 ms, and at most [`MAX_PER_CHUNK`] per chunk (a few times as
+//! many slots looked at), so time and memory stay bounded for a recording
+//! of an idle application whose threads park for hours, or a damaged one.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use vmview_format::{StackId, ThreadRef, ThreadState};
 
 /// Most wait samples made for one chunk; the rest are counted as dropped.
 pub const MAX_PER_CHUNK: u64 = 500_000;
+
+/// Most grid slots looked at for one chunk, samples made or not (slots
+/// JFR sampled itself, waits that overlap): a damaged recording's waits
+/// of centuries cost no more than this.
+const MAX_SLOTS_PER_CHUNK: u64 = 4 * MAX_PER_CHUNK;
+
+/// The shortest period samples are made at (JFR's own minimum).
+pub const MIN_PERIOD_NS: u64 = 1_000_000;
 
 /// The sampling period assumed when a recording says nothing about it
 /// (JFR's `default` settings sample every 20 ms).
@@ -164,7 +173,7 @@ pub fn synthesize(
     chunk_start: u64,
     stats: &mut WaitSampleStats,
 ) -> Vec<(u64, ThreadRef, ThreadState, StackId)> {
-    let period = period.max(1);
+    let period = period.max(MIN_PERIOD_NS);
     let mut sampled: FxHashMap<ThreadRef, Vec<u64>> = FxHashMap::default();
     for &(t, time) in &w.sampled {
         sampled.entry(t).or_default().push(time);
@@ -184,6 +193,7 @@ pub fn synthesize(
     };
     let mut filled: FxHashSet<(ThreadRef, u64)> = FxHashSet::default();
     let mut out = Vec::new();
+    let mut slots = 0u64;
     for s in &w.spans {
         let from = s.start.max(chunk_start);
         if from >= s.end {
@@ -191,10 +201,11 @@ pub fn synthesize(
         }
         let mut t = from.div_ceil(period).saturating_mul(period);
         while t < s.end {
-            if out.len() as u64 >= MAX_PER_CHUNK {
-                stats.dropped += (s.end - t).div_ceil(period);
+            if out.len() as u64 >= MAX_PER_CHUNK || slots >= MAX_SLOTS_PER_CHUNK {
+                stats.dropped = stats.dropped.saturating_add((s.end - t).div_ceil(period));
                 break;
             }
+            slots += 1;
             let slot = t / period;
             if covered(s.thread, t) {
                 stats.covered += 1;
@@ -266,6 +277,21 @@ mod tests {
         let times: Vec<u64> = out.iter().map(|s| s.0 / 1_000_000).collect();
         assert_eq!(times, [10, 30, 40]);
         assert_eq!(stats.covered, 2);
+    }
+
+    /// A damaged recording's waits of centuries, repeated: bounded work
+    /// and memory, the rest counted as dropped (the fuzz target found no
+    /// such file yet; this pins that it could not hang the reader).
+    #[test]
+    fn endless_waits_cost_a_bounded_number_of_slots() {
+        let mut stats = WaitSampleStats::default();
+        let mut w = ChunkWaits::default();
+        for _ in 0..1000 {
+            w.spans.push(span(0, u64::MAX / 2, 1));
+        }
+        let out = synthesize(&mut w, 1, 0, &mut stats);
+        assert_eq!(out.len() as u64, MAX_PER_CHUNK);
+        assert!(stats.dropped > 0);
     }
 
     #[test]
