@@ -514,6 +514,7 @@ impl<R: Read + Seek> JfrReader<R> {
             (None, Some(g)) => (g, PeriodSource::MedianGap),
             (None, None) => (waits::DEFAULT_PERIOD_NS, PeriodSource::Default),
         };
+        let period = period.max(waits::MIN_PERIOD_NS);
         self.wait_stats.period_ns = period;
         self.wait_stats.period_from = from;
         let chunk_start = self.time(chunk, chunk.header.start_ticks);
