@@ -61,7 +61,15 @@ A trace recorded with `vmview record --reactions` also times the handlers: \
 the agent ran this analysis at the end of its warm-up (--reactions-after), \
 instrumented the handler methods it found, and recorded each of their \
 calls from then on; this command reports per timed handler the events \
-handled and their mean, p50, p90, p99 and max latency.";
+handled and their mean, p50, p90, p99 and max latency.
+
+A Java Flight Recorder recording (.jfr) works too. JFR samples only running \
+threads, so the samples of waiting ones are made from its jdk.ThreadPark, \
+jdk.JavaMonitorWait, jdk.ThreadSleep, jdk.JavaMonitorEnter and socket and \
+file I/O events, one per sampling period (stderr says how many, and from \
+what); --no-wait-samples reads JFR's own samples only. JFR keeps only waits \
+over 10 ms (profile) or 20 ms (default): record with settings=profile,\
+locking-threshold=0ms,socket-threshold=0ms to keep them all (docs/JFR.md).";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -84,7 +92,7 @@ next event) or dispatch (a Class.method glob that calls the application):
 #[derive(Args)]
 #[command(about = "Find event handlers and callbacks from stack samples (DYMON reactions)", long_about = LONG_ABOUT, after_long_help = EXAMPLES)]
 pub struct ReactionsArgs {
-    /// The trace, binary (.vmv) or XML, recorded with --events samples.
+    /// The trace, binary (.vmv), XML or JFR, recorded with --events samples.
     file: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
