@@ -1,13 +1,16 @@
 //! How fast `vmview serve` shows a big trace's timeline: the time from
 //! starting the server to the first timeline frame's answer, each zoom
 //! step's server time from the whole trace down to about one call, the
-//! range call tree of the whole trace, and the server's peak RSS.
+//! range call tree of the whole trace, and the server's peak RSS; twice:
+//! the first serve builds the timeline's index by reading the trace (and
+//! then saves it), the second reads the saved index.
 //!
 //! A harness benchmark (not criterion, not a test): one run of the real
 //! binary is what a user waits for. The trace is the reading benchmark's
 //! synthetic one (`crates/filter/benches/synthetic.rs`: CALL/RETURN pairs
 //! on 8 threads, calls of up to 2 ms), generated once under target/ and
-//! never committed. The peak RSS is the server's own (`VmHWM` in
+//! never committed; the saved index goes to a directory of its own there,
+//! removed afterwards. The peak RSS is the server's own (`VmHWM` in
 //! /proc/PID/status), read before it is stopped.
 //!
 //! ```text
@@ -72,11 +75,55 @@ fn main() {
         trace.display(),
         loadavg()
     );
+    // A cache directory of the bench's own: the first serve builds the
+    // index and saves it there, the second reads it.
+    let cache = dir.join(format!("serve-bench-cache-{events}"));
+    let _ = std::fs::remove_dir_all(&cache);
+    let cold = open(&trace, &cache, true);
+    let saved = open(&trace, &cache, false);
+    let _ = std::fs::remove_dir_all(&cache);
+    println!("| events | open | listening | first timeline frame | slowest of {} zoom steps (span) | whole-trace tree | peak RSS | calls kept from |", cold.steps);
+    println!("|---|---|---|---|---|---|---|---|");
+    for (what, r) in [
+        ("first (index built, then saved)", &cold),
+        ("again (saved index)", &saved),
+    ] {
+        println!(
+            "| {events} | {what} | {:.2} s | {:.2} s | {:.0} ms ({} ns) | {:.2} s | {} | {} ns |",
+            r.listening,
+            r.first_frame,
+            r.slowest.0 * 1e3,
+            r.slowest.1,
+            r.tree,
+            r.hwm,
+            r.dropped
+        );
+    }
+    println!("load average after: {}", loadavg());
+}
+
+/// What one serve of the trace measured.
+struct Run {
+    listening: f64,
+    first_frame: f64,
+    steps: usize,
+    slowest: (f64, u64),
+    tree: f64,
+    hwm: String,
+    dropped: u64,
+}
+
+/// Starts `vmview serve`, times its first timeline frame, the zoom
+/// steps and the whole trace's tree, and reads its peak RSS. With
+/// `wait_saved`, waits (untimed) until the server has saved its index.
+fn open(trace: &std::path::Path, cache: &std::path::Path, wait_saved: bool) -> Run {
     let start = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_vmview"))
         .arg("serve")
-        .arg(&trace)
+        .arg(trace)
         .args(["--port", "0", "--request-timeout", "120s"])
+        .arg("--timeline-cache")
+        .arg(cache)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -100,10 +147,11 @@ fn main() {
             break body;
         }
         assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     };
     let first_frame = start.elapsed().as_secs_f64();
     let v: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    eprintln!("  index: {}", v["index"]);
     let end = v["end_ns"].as_u64().unwrap_or(1);
     let dropped = v["dropped_shorter_than_ns"].as_u64().unwrap_or(0);
     // Zoom from the whole trace to 1 µs around its middle, 4× a step.
@@ -129,6 +177,14 @@ fn main() {
     let (status, _) = get(&addr, "/api/tree");
     assert_eq!(status, 200);
     let tree = t.elapsed().as_secs_f64();
+    while wait_saved {
+        let (_, body) = get(&addr, &whole);
+        let v: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        if v["index"]["saved"].is_string() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let status =
         std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
     let hwm = status
@@ -137,12 +193,13 @@ fn main() {
         .map_or_else(|| "?".into(), |v| v.trim().to_string());
     let _ = child.kill();
     let _ = child.wait();
-    println!("| events | listening | first timeline frame | slowest of {steps} zoom steps (span) | whole-trace tree | peak RSS | calls kept from |");
-    println!("|---|---|---|---|---|---|---|");
-    println!(
-        "| {events} | {listening:.2} s | {first_frame:.2} s | {:.0} ms ({} ns) | {tree:.2} s | {hwm} | {dropped} ns |",
-        slowest.0 * 1e3,
-        slowest.1
-    );
-    println!("load average after: {}", loadavg());
+    Run {
+        listening,
+        first_frame,
+        steps,
+        slowest,
+        tree,
+        hwm,
+        dropped,
+    }
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use clap::Args;
 use vmview_view::model::TraceModel;
 use vmview_view::server::{Limits, Server};
+use vmview_view::timeline_cache::{CacheConfig, DEFAULT_MIN_EVENTS};
 
 use crate::error::hinted;
 use crate::trace;
@@ -23,6 +24,7 @@ Examples:
   vmview serve trace.vmv --open         # and start the browser
   vmview serve trace.vmv --port 0       # any free port
   vmview serve trace.vmv --bind 192.168.1.5   # reachable from the LAN (no authentication!)
+  vmview serve trace.vmv --timeline-cache off  # never save or read a timeline index
 
 The URL keeps the page's state (filter, search, selected event, view): a
 teammate serving the same file on the same port opens the same place.";
@@ -57,6 +59,15 @@ pub struct ServeArgs {
     /// 500ms). See docs/SERVE.md.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_deadline)]
     request_timeout: Duration,
+    /// Where the timeline's index is saved after its first build, so that
+    /// the next serve of the same trace shows the timeline at once; `off`
+    /// saves and reads none. By default $XDG_CACHE_HOME/vmview (or
+    /// ~/.cache/vmview), for traces of 1 M events or more; with a
+    /// directory given, for any trace. A saved index is used only while
+    /// the trace is unchanged (path, size, time, checksums); see
+    /// docs/SERVE.md.
+    #[arg(long, value_name = "DIR|off")]
+    timeline_cache: Option<PathBuf>,
 }
 
 fn parse_deadline(v: &str) -> Result<Duration, String> {
@@ -81,7 +92,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             "vmview serve reads binary traces (.vmv) and XML traces",
         )
     })?;
-    model.start_analysis();
+    model.start_analysis_saving(timeline_cache(args, binary.path != args.trace));
     let events = model.event_count();
     let server = Server::bind(SocketAddr::new(args.bind, args.port), model).map_err(|e| {
         hinted(
@@ -107,6 +118,23 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     }
     server.run()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the timeline's index is saved: nowhere for a temporary binary
+/// copy of an XML trace (its name and time change at each serve).
+fn timeline_cache(args: &ServeArgs, converted: bool) -> Option<CacheConfig> {
+    match &args.timeline_cache {
+        Some(d) if d.as_os_str() == "off" => None,
+        _ if converted => None,
+        Some(d) => Some(CacheConfig {
+            dir: d.clone(),
+            min_events: 0,
+        }),
+        None => CacheConfig::default_dir().map(|dir| CacheConfig {
+            dir,
+            min_events: DEFAULT_MIN_EVENTS,
+        }),
+    }
 }
 
 /// Removes the temporary binary copy when Ctrl-C (or a TERM) ends the

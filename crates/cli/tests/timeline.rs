@@ -14,7 +14,7 @@ use vmview_format::{
 };
 
 use crate::support::{path_str, run, scratch};
-use crate::view::{browse_spec, http, serve};
+use crate::view::{browse_spec, http, serve, serve_with};
 
 const MS: u64 = 1_000_000;
 /// Thread `beta`'s name: markup that would run if it reached innerHTML.
@@ -396,4 +396,111 @@ fn view_calltree_uses_the_schema_of_calltree_json() {
     strip(&mut range);
     strip(&mut whole);
     assert_eq!(range, whole);
+}
+
+/// The first answer of `/api/timeline` over the fixture's 10 ms, once the
+/// index is built (503 until then).
+fn first_timeline(addr: &str) -> Value {
+    for _ in 0..1200 {
+        let (status, _, body) = http(
+            addr,
+            "GET",
+            "/api/timeline?from=0&to=10000000&px=1000",
+            Some(addr),
+        );
+        if status == 200 {
+            return serde_json::from_slice(&body).unwrap();
+        }
+        assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the timeline's index was not built in 2 minutes");
+}
+
+/// Polls the answer until the server says it saved the index (written
+/// under a temporary name and renamed: then the file is whole).
+fn wait_saved(addr: &str) -> std::path::PathBuf {
+    for _ in 0..1200 {
+        let v = first_timeline(addr);
+        if let Some(f) = v["index"]["saved"].as_str() {
+            return f.into();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the timeline's index was not saved in 2 minutes");
+}
+
+fn without_index(mut v: Value) -> Value {
+    v.as_object_mut().unwrap().remove("index");
+    v
+}
+
+/// `serve --timeline-cache DIR` saves the index it built; the next serve
+/// of the same trace reads it instead of the trace (same answer); a saved
+/// index that is damaged, or older than the trace, is rebuilt from the
+/// trace and saved again; `off` neither reads nor saves one.
+#[test]
+fn serve_saves_the_timeline_index_and_rebuilds_a_stale_or_damaged_one() {
+    let dir = scratch("timeline-cache");
+    let trace = dir.join("tl.vmv");
+    timeline_trace(&trace);
+    let cache = dir.join("cache");
+    let flags = ["--timeline-cache", path_str(&cache)];
+
+    let served = serve_with(&trace, &flags);
+    let built = first_timeline(&served.addr);
+    assert_eq!(built["index"]["from"], "trace");
+    assert!(built["index"]["rebuilt"].is_null());
+    let file = wait_saved(&served.addr);
+    drop(served);
+    assert!(file.starts_with(&cache), "{}", file.display());
+    let built = without_index(built);
+    assert_eq!(built["tracks"][0]["slices"].as_array().unwrap().len(), 9);
+
+    let served = serve_with(&trace, &flags);
+    let read = first_timeline(&served.addr);
+    assert_eq!(read["index"]["from"], "saved", "{}", read["index"]);
+    assert_eq!(read["index"]["file"], path_str(&file));
+    assert_eq!(without_index(read), built);
+    let a = served.addr.as_str();
+    let t = get(a, "/api/tree?from=2000000&to=4000000");
+    let step = &t["calltree"]["threads"][0]["tree"]["children"][0]["children"][0];
+    assert_eq!(step["name"], "demo.inner.Work.step");
+    assert_eq!(step["wall_incl_ns"], MS);
+    drop(served);
+
+    // One byte of a slice flipped: the checksum no longer holds.
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x10;
+    std::fs::write(&file, &bytes).unwrap();
+    let served = serve_with(&trace, &flags);
+    let rebuilt = first_timeline(&served.addr);
+    assert_eq!(rebuilt["index"]["from"], "trace");
+    let why = rebuilt["index"]["rebuilt"].as_str().unwrap_or_default();
+    assert!(why.starts_with("is damaged"), "{why}");
+    assert_eq!(without_index(rebuilt), built);
+    assert_eq!(wait_saved(&served.addr), file);
+    drop(served);
+
+    // The trace's time moved: the index may not be its index any more.
+    let when = std::fs::metadata(&trace).unwrap().modified().unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&trace)
+        .unwrap()
+        .set_modified(when - std::time::Duration::from_secs(10))
+        .unwrap();
+    let served = serve_with(&trace, &flags);
+    let rebuilt = first_timeline(&served.addr);
+    let why = rebuilt["index"]["rebuilt"].as_str().unwrap_or_default();
+    assert_eq!(why, "is out of date (the trace changed since it was saved)");
+    assert_eq!(without_index(rebuilt), built);
+    wait_saved(&served.addr);
+    drop(served);
+
+    // `off`: the valid saved index is not read.
+    let served = serve_with(&trace, &["--timeline-cache", "off"]);
+    let fresh = first_timeline(&served.addr);
+    assert_eq!(fresh["index"], json!({"from": "trace"}));
 }

@@ -268,6 +268,7 @@ impl EventFilter {
                 thread,
                 ret,
                 method,
+                ..
             } => {
                 let type_bit = if *ret { RETURN_BIT } else { CALL_BIT };
                 // Most heads fail the top-level type test: no tree walk.

@@ -700,6 +700,7 @@ impl ChunkDecoder {
             self.last_id = Some(id);
             return Ok(Some(Scanned::Head {
                 id,
+                time_ns,
                 thread: ThreadRef(thread),
                 ret: op == OP_RETURN,
                 method: MethodId(method),

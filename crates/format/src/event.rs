@@ -588,6 +588,8 @@ pub enum Scanned {
     /// A CALL (`ret == false`) or a RETURN.
     Head {
         id: u64,
+        /// The event's time (the timeline's index needs nothing else).
+        time_ns: u64,
         thread: ThreadRef,
         ret: bool,
         method: MethodId,

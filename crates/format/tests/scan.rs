@@ -58,6 +58,7 @@ fn the_fast_scan_sees_what_the_full_decode_sees() {
                     (
                         Scanned::Head {
                             id,
+                            time_ns,
                             thread,
                             ret,
                             method,
@@ -66,9 +67,10 @@ fn the_fast_scan_sees_what_the_full_decode_sees() {
                     ) => {
                         heads += 1;
                         assert_eq!(
-                            (*id, *thread, *ret, *method),
+                            (*id, *time_ns, *thread, *ret, *method),
                             (
                                 ev.id,
+                                ev.time_ns,
                                 ev.thread,
                                 matches!(ev.kind, EventKind::Return { .. }),
                                 *m

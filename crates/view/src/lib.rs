@@ -28,6 +28,7 @@ pub mod model;
 pub mod report;
 pub mod server;
 pub mod timeline;
+pub mod timeline_cache;
 
 /// The page's markup, script and style.
 pub mod assets {

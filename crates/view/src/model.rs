@@ -27,6 +27,7 @@ use vmview_format::{ChunkInfo, Event, FormatError, TraceReader};
 
 use crate::analysis::TraceAnalysis;
 use crate::timeline::{self, Timeline};
+use crate::timeline_cache::{self, CacheConfig, TraceIdentity, Unusable};
 
 type Reader = TraceReader<BufReader<File>>;
 
@@ -67,6 +68,8 @@ pub struct TraceModel {
     timeline: Arc<(Mutex<Option<TimelineResult>>, Condvar)>,
     /// Events the timeline's index has read.
     indexed: AtomicU64,
+    /// [`TraceModel::timeline_source`].
+    timeline_source: Mutex<Json>,
 }
 
 /// The timeline's index, or why it failed.
@@ -107,6 +110,7 @@ impl TraceModel {
             views: Arc::new((Mutex::new(None), Condvar::new())),
             timeline: Arc::new((Mutex::new(None), Condvar::new())),
             indexed: AtomicU64::new(0),
+            timeline_source: Mutex::new(json!({"from": "trace"})),
         }))
     }
 
@@ -115,8 +119,17 @@ impl TraceModel {
         self.total
     }
 
-    /// Starts computing the analyses on a thread of their own.
+    /// Starts computing the analyses on a thread of their own, and the
+    /// timeline's index on another; no index is saved.
     pub fn start_analysis(self: &Arc<Self>) {
+        self.start_analysis_saving(None)
+    }
+
+    /// Like [`start_analysis`](Self::start_analysis); with `cache`, the
+    /// timeline's index is read from the directory when a valid one was
+    /// saved there for this trace, and else built and then saved there
+    /// (when the trace has at least `min_events` events).
+    pub fn start_analysis_saving(self: &Arc<Self>, cache: Option<CacheConfig>) {
         let me = Arc::clone(self);
         std::thread::spawn(move || {
             let result = me.compute_views().map(Arc::new);
@@ -127,14 +140,79 @@ impl TraceModel {
         // The timeline's index reads the trace again, on another thread:
         // each pass holds only its own summaries.
         let me = Arc::clone(self);
-        std::thread::spawn(move || {
-            let result = Timeline::build(&me.path, timeline::Limits::default(), &me.indexed)
-                .map(Arc::new)
-                .map_err(|e| e.to_string());
-            let (slot, cond) = &*me.timeline;
+        std::thread::spawn(move || me.index_timeline(cache.as_ref()));
+    }
+
+    /// Loads or builds the timeline's index and publishes it; then saves
+    /// a built one.
+    fn index_timeline(&self, cache: Option<&CacheConfig>) {
+        let limits = timeline::Limits::default();
+        let publish = |result: TimelineResult| {
+            let (slot, cond) = &*self.timeline;
             *lock(slot) = Some(result);
             cond.notify_all();
+        };
+        let saved = cache.and_then(|c| match TraceIdentity::of(&self.path) {
+            Ok(id) => Some((c, id.file_in(&c.dir), id)),
+            Err(e) => {
+                eprintln!("vmview: the timeline index will not be saved: {e}");
+                None
+            }
         });
+        if let Some((_, file, id)) = &saved {
+            let why = match timeline_cache::load(file, id, limits) {
+                Ok(tl) => {
+                    eprintln!("vmview: timeline index read from {}", file.display());
+                    *lock(&self.timeline_source) =
+                        json!({"from": "saved", "file": file.display().to_string()});
+                    self.indexed.store(self.total, Ordering::Relaxed);
+                    return publish(Ok(Arc::new(tl)));
+                }
+                Err(Unusable::Missing) => None,
+                Err(Unusable::Stale(why)) => Some(format!("is out of date ({why})")),
+                Err(Unusable::Damaged(why)) => Some(format!("is damaged ({why})")),
+            };
+            if let Some(why) = why {
+                eprintln!(
+                    "vmview: the saved timeline index {} {why}: rebuilding it",
+                    file.display()
+                );
+                *lock(&self.timeline_source) = json!({"from": "trace", "rebuilt": why});
+            }
+        }
+        let built = Timeline::build(&self.path, limits, &self.indexed).map(Arc::new);
+        let tl = built.as_ref().ok().cloned();
+        publish(built.map_err(|e| e.to_string()));
+        let (Some(tl), Some((c, _, id))) = (tl, saved) else {
+            return;
+        };
+        if self.total < c.min_events {
+            return;
+        }
+        match timeline_cache::save(&c.dir, &id, limits, &tl) {
+            Ok((file, bytes)) => {
+                eprintln!(
+                    "vmview: saved the timeline index to {} ({} MB): the next serve of this trace shows its timeline at once",
+                    file.display(),
+                    bytes.div_ceil(1 << 20)
+                );
+                let mut src = lock(&self.timeline_source);
+                if let Some(o) = src.as_object_mut() {
+                    o.insert("saved".into(), json!(file.display().to_string()));
+                }
+            }
+            Err(e) => eprintln!(
+                "vmview: could not save the timeline index in {}: {e}",
+                c.dir.display()
+            ),
+        }
+    }
+
+    /// Where the timeline's index came from: `{"from": "trace"}` (built
+    /// by reading it; with `rebuilt` when a saved one was not usable, and
+    /// `saved` once it was saved) or `{"from": "saved", "file": …}`.
+    pub fn timeline_source(&self) -> Json {
+        lock(&self.timeline_source).clone()
     }
 
     /// The timeline's index, waiting up to `timeout` for it; `None` while

@@ -446,14 +446,16 @@ fn api(name: &str, q: &HashMap<String, String>, model: &TraceModel) -> Result<Re
                 .collect::<Vec<_>>();
             let (from, to) = (num("from", 0)?, num("to", tl.end_ns().saturating_add(1))?);
             if name == "timeline" {
-                tl.query(
+                let mut v = tl.query(
                     View {
                         from,
                         to,
                         px: num("px", 1000)?,
                     },
                     &threads,
-                )
+                );
+                v["index"] = model.timeline_source();
+                v
             } else {
                 tl.tree(from, to, &threads)
             }

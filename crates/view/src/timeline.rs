@@ -27,11 +27,15 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{json, Value as Json};
 use vmview_analysis::calltree::{CallTree, NodeKey, ReportOptions};
 use vmview_export::names::{monitor_name, MethodNames};
-use vmview_format::{Event, EventKind, FormatError, MethodId, StringId, SymbolTable, TraceReader};
+use vmview_format::parallel::{decode_threads, ordered_map_fold, ChunkFile};
+use vmview_format::{
+    Event, EventKind, FormatError, MethodId, Scanned, StringId, SymbolTable, TraceReader,
+};
 
 /// The index's memory budget, in items.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,19 +66,23 @@ const MAX_TREE_NODES: usize = 20_000;
 const MAX_TREE_DEPTH: usize = 512;
 /// Most pixels a query may ask for.
 const MAX_PX: u64 = 8192;
+/// Chunks decoded ahead of the fold, per decoding thread (as the CLI's
+/// parallel commands do): enough to keep every core busy, and the memory
+/// of that many decoded chunks.
+const CHUNKS_IN_FLIGHT_PER_THREAD: usize = 2;
 
 /// One call: CALL at `start`, RETURN at `end`.
 #[derive(Debug, Clone, Copy)]
-struct Slice {
-    start: u64,
-    end: u64,
-    call_id: u64,
+pub(crate) struct Slice {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) call_id: u64,
     /// The RETURN's id; 0 when the call had not returned when the trace
     /// ended (then `end` is the thread's last event).
-    ret_id: u64,
-    method: u32,
+    pub(crate) ret_id: u64,
+    pub(crate) method: u32,
     /// Index of the enclosing slice in the level above (unused at level 0).
-    parent: u32,
+    pub(crate) parent: u32,
 }
 
 /// Marker kinds, as the page names them (`KIND_NAMES`).
@@ -93,6 +101,18 @@ pub enum MarkerKind {
     Other = 9,
 }
 
+impl MarkerKind {
+    /// The kind numbered `n` (its position in [`KIND_NAMES`]).
+    pub fn from_u8(n: u8) -> Option<MarkerKind> {
+        use MarkerKind::*;
+        [
+            Throw, Catch, Contended, Wait, Gc, Period, Window, Dropped, Decision, Other,
+        ]
+        .get(usize::from(n))
+        .copied()
+    }
+}
+
 /// The names of [`MarkerKind`] in order.
 pub const KIND_NAMES: [&str; 10] = [
     "THROW",
@@ -109,44 +129,44 @@ pub const KIND_NAMES: [&str; 10] = [
 
 /// A point (or an interval ending at `time`) worth a mark on a track.
 #[derive(Debug, Clone, Copy)]
-struct Marker {
+pub(crate) struct Marker {
     /// Where the mark starts (for a wait: `time - wait`).
-    start: u64,
-    time: u64,
-    id: u64,
+    pub(crate) start: u64,
+    pub(crate) time: u64,
+    pub(crate) id: u64,
     /// A string handle: the exception's or the monitor's class; else 0.
-    what: u32,
-    kind: MarkerKind,
+    pub(crate) what: u32,
+    pub(crate) kind: MarkerKind,
 }
 
 #[derive(Debug, Default)]
-struct Track {
-    name: String,
-    thread: u32,
-    first_ns: u64,
-    last_ns: u64,
-    first_id: u64,
-    levels: Vec<Vec<Slice>>,
+pub(crate) struct Track {
+    pub(crate) name: String,
+    pub(crate) thread: u32,
+    pub(crate) first_ns: u64,
+    pub(crate) last_ns: u64,
+    pub(crate) first_id: u64,
+    pub(crate) levels: Vec<Vec<Slice>>,
     /// Open calls: (level, index in that level).
-    open: Vec<(usize, u32)>,
-    samples: Vec<(u64, u8)>,
-    markers: Vec<Marker>,
+    pub(crate) open: Vec<(usize, u32)>,
+    pub(crate) samples: Vec<(u64, u8)>,
+    pub(crate) markers: Vec<Marker>,
 }
 
 /// The built index of one trace.
 #[derive(Debug)]
 pub struct Timeline {
-    tracks: Vec<Track>,
+    pub(crate) tracks: Vec<Track>,
     /// The GC's own track (GC pauses have no thread of their own).
-    gc: Vec<Marker>,
-    syms: SymbolTable,
-    end_ns: u64,
+    pub(crate) gc: Vec<Marker>,
+    pub(crate) syms: SymbolTable,
+    pub(crate) end_ns: u64,
     /// Levels at and below this one were dropped to stay in budget.
     /// Returned calls shorter than this were dropped to stay in budget.
-    min_ns: u64,
-    dropped_markers: u64,
-    dropped_samples: u64,
-    unmatched_returns: u64,
+    pub(crate) min_ns: u64,
+    pub(crate) dropped_markers: u64,
+    pub(crate) dropped_samples: u64,
+    pub(crate) unmatched_returns: u64,
 }
 
 /// Builds a [`Timeline`] from events in trace order.
@@ -186,18 +206,22 @@ impl TimelineBuilder {
     }
 
     fn track(&mut self, ev: &Event) -> &mut Track {
+        self.track_at(ev.thread.0, ev.time_ns, ev.id)
+    }
+
+    fn track_at(&mut self, thread: u32, time_ns: u64, id: u64) -> &mut Track {
         let n = self.tracks.len();
-        let i = *self.by_thread.entry(ev.thread.0).or_insert(n);
+        let i = *self.by_thread.entry(thread).or_insert(n);
         if i == n {
             self.tracks.push(Track {
-                thread: ev.thread.0,
-                first_ns: ev.time_ns,
-                first_id: ev.id,
+                thread,
+                first_ns: time_ns,
+                first_id: id,
                 ..Track::default()
             });
         }
         let t = &mut self.tracks[i];
-        t.last_ns = t.last_ns.max(ev.time_ns);
+        t.last_ns = t.last_ns.max(time_ns);
         t
     }
 
@@ -263,67 +287,94 @@ impl TimelineBuilder {
         }
     }
 
+    /// A CALL of `method` on `thread`.
+    pub fn call(&mut self, thread: u32, time_ns: u64, id: u64, method: u32) {
+        self.end_ns = self.end_ns.max(time_ns);
+        let t = self.track_at(thread, time_ns, id);
+        let level = t.open.len();
+        if t.levels.len() <= level {
+            t.levels.resize_with(level + 1, Vec::new);
+        }
+        let parent = if level == 0 { 0 } else { t.open[level - 1].1 };
+        let idx = t.levels[level].len() as u32;
+        t.levels[level].push(Slice {
+            start: time_ns,
+            end: u64::MAX,
+            call_id: id,
+            ret_id: 0,
+            method,
+            parent,
+        });
+        t.open.push((level, idx));
+        self.slices += 1;
+        if self.slices > self.limits.slices {
+            self.drop_short();
+        }
+    }
+
+    /// A RETURN of `method` on `thread`.
+    pub fn ret(&mut self, thread: u32, time: u64, id: u64, method: u32) {
+        self.end_ns = self.end_ns.max(time);
+        let min = self.min_ns;
+        let mut freed = 0;
+        let t = self.track_at(thread, time, id);
+        // The matching call is normally on top; a RETURN whose CALL
+        // was not recorded (a window move, dropped events) closes
+        // nothing.
+        let found = t
+            .open
+            .iter()
+            .rposition(|&(l, i)| t.levels[l][i as usize].method == method);
+        match found {
+            Some(k) => {
+                while let Some((l, i)) = t.open.pop() {
+                    let v = &mut t.levels[l];
+                    let s = &mut v[i as usize];
+                    s.end = time;
+                    if t.open.len() == k {
+                        s.ret_id = id;
+                    }
+                    // Under the threshold: not kept (it is the
+                    // last of its level, its children gone before).
+                    if time - s.start < min && i as usize + 1 == v.len() {
+                        v.pop();
+                        freed += 1;
+                    }
+                    if t.open.len() == k {
+                        break;
+                    }
+                }
+            }
+            None => self.unmatched_returns += 1,
+        }
+        self.slices -= freed;
+    }
+
+    /// An event as the parallel reader scans it (CALL and RETURN as heads).
+    pub fn scanned(&mut self, ev: &Scanned) {
+        match ev {
+            Scanned::Head {
+                id,
+                time_ns,
+                thread,
+                ret,
+                method,
+            } => {
+                if *ret {
+                    self.ret(thread.0, *time_ns, *id, method.0)
+                } else {
+                    self.call(thread.0, *time_ns, *id, method.0)
+                }
+            }
+            Scanned::Full(ev) => self.event(ev),
+        }
+    }
+
     pub fn event(&mut self, ev: &Event) {
         self.end_ns = self.end_ns.max(ev.time_ns);
         match &ev.kind {
-            EventKind::Call { method, .. } => {
-                let t = self.track(ev);
-                let level = t.open.len();
-                if t.levels.len() <= level {
-                    t.levels.resize_with(level + 1, Vec::new);
-                }
-                let parent = if level == 0 { 0 } else { t.open[level - 1].1 };
-                let idx = t.levels[level].len() as u32;
-                t.levels[level].push(Slice {
-                    start: ev.time_ns,
-                    end: u64::MAX,
-                    call_id: ev.id,
-                    ret_id: 0,
-                    method: method.0,
-                    parent,
-                });
-                t.open.push((level, idx));
-                self.slices += 1;
-                if self.slices > self.limits.slices {
-                    self.drop_short();
-                }
-            }
-            EventKind::Return { method, .. } => {
-                let (time, id) = (ev.time_ns, ev.id);
-                let min = self.min_ns;
-                let mut freed = 0;
-                let t = self.track(ev);
-                // The matching call is normally on top; a RETURN whose CALL
-                // was not recorded (a window move, dropped events) closes
-                // nothing.
-                let found = t
-                    .open
-                    .iter()
-                    .rposition(|&(l, i)| t.levels[l][i as usize].method == method.0);
-                match found {
-                    Some(k) => {
-                        while let Some((l, i)) = t.open.pop() {
-                            let v = &mut t.levels[l];
-                            let s = &mut v[i as usize];
-                            s.end = time;
-                            if t.open.len() == k {
-                                s.ret_id = id;
-                            }
-                            // Under the threshold: not kept (it is the
-                            // last of its level, its children gone before).
-                            if time - s.start < min && i as usize + 1 == v.len() {
-                                v.pop();
-                                freed += 1;
-                            }
-                            if t.open.len() == k {
-                                break;
-                            }
-                        }
-                    }
-                    None => self.unmatched_returns += 1,
-                }
-                self.slices -= freed;
-            }
+            EventKind::Call { method, .. } => self.call(ev.thread.0, ev.time_ns, ev.id, method.0),
+            EventKind::Return { method, .. } => self.ret(ev.thread.0, ev.time_ns, ev.id, method.0),
             EventKind::ThreadEnd => {
                 let time = ev.time_ns;
                 let t = self.track(ev);
@@ -426,12 +477,59 @@ pub struct View {
 
 impl Timeline {
     /// Reads a whole binary trace; `read` counts the events read so far
-    /// (the page shows the progress).
-    pub fn build(
+    /// (the page shows the progress). A trace that reads cleanly by its
+    /// index is scanned chunk by chunk on every core (CALL and RETURN as
+    /// heads, nothing of their values built), the chunks folded into the
+    /// index in file order; a damaged one, or one whose chunk turns out
+    /// damaged, is read by the sequential reader with its recovery.
+    pub fn build(path: &Path, limits: Limits, read: &AtomicU64) -> Result<Timeline, FormatError> {
+        Self::build_with(path, limits, read, true)
+    }
+
+    fn build_with(
         path: &Path,
         limits: Limits,
-        read: &std::sync::atomic::AtomicU64,
+        read: &AtomicU64,
+        parallel: bool,
     ) -> Result<Timeline, FormatError> {
+        if let Some(cf) = parallel
+            .then(|| ChunkFile::open(path))
+            .transpose()?
+            .flatten()
+        {
+            let threads = decode_threads();
+            let mut b = TimelineBuilder::new(limits);
+            let mut syms = SymbolTable::default();
+            let mut n = 0u64;
+            let whole = ordered_map_fold(
+                threads,
+                cf.chunks().len(),
+                threads * CHUNKS_IN_FLIGHT_PER_THREAD,
+                |i| {
+                    let mut table = SymbolTable::default();
+                    let mut evs =
+                        Vec::with_capacity(cf.chunks()[i].event_count.min(1 << 20) as usize);
+                    cf.for_each_scanned(i, &mut table, |ev, _| evs.push(ev))
+                        .map(|()| (table, evs))
+                },
+                |r| match r {
+                    Ok((table, evs)) => {
+                        syms.absorb(table);
+                        for ev in &evs {
+                            b.scanned(ev);
+                        }
+                        n += evs.len() as u64;
+                        read.store(n, Ordering::Relaxed);
+                        true
+                    }
+                    Err(_) => false,
+                },
+            );
+            if whole {
+                return Ok(b.finish(&syms));
+            }
+            read.store(0, Ordering::Relaxed);
+        }
         let mut reader = TraceReader::open(path)?;
         let mut b = TimelineBuilder::new(limits);
         let mut n = 0u64;
@@ -439,10 +537,10 @@ impl Timeline {
             b.event(&ev);
             n += 1;
             if n & 0xffff == 0 {
-                read.store(n, std::sync::atomic::Ordering::Relaxed);
+                read.store(n, Ordering::Relaxed);
             }
         }
-        read.store(n, std::sync::atomic::Ordering::Relaxed);
+        read.store(n, Ordering::Relaxed);
         Ok(b.finish(reader.symbols()))
     }
 
@@ -983,6 +1081,122 @@ mod tests {
             1,
             "the short step() calls are gone"
         );
+    }
+
+    /// The parallel build (chunks scanned on a pool, CALL/RETURN as
+    /// heads) must give the sequential reader's index: a trace of small
+    /// chunks, three threads, markers and samples, and a budget small
+    /// enough that short calls are dropped while it is read.
+    #[test]
+    fn the_parallel_build_gives_the_sequential_index() {
+        use vmview_format::{StackId, ThreadState, TraceHeader, TraceWriter};
+        let dir = std::env::temp_dir().join(format!("vmview-tl-par-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("par.vmv");
+        let header = TraceHeader {
+            version: 1,
+            pid: 1,
+            start_unix_ns: 0,
+            properties: vec![],
+        };
+        let out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        let mut w = TraceWriter::with_chunk_size(out, &header, 2048).unwrap();
+        let table = syms();
+        for i in 0..7 {
+            w.define(Symbol::String {
+                id: StringId(i),
+                text: table.string(StringId(i)).to_string(),
+            });
+        }
+        for m in 1..=4 {
+            w.define(Symbol::Method(table.method(MethodId(m)).unwrap().clone()));
+        }
+        for th in 0..3 {
+            w.define(Symbol::Thread(vmview_format::ThreadSymbol {
+                id: ThreadRef(th),
+                java_id: i64::from(th),
+                name: StringId(3),
+                group: StringId(3),
+                priority: 5,
+                daemon: false,
+            }));
+        }
+        w.define(Symbol::Stack(vmview_format::StackSymbol {
+            id: StackId(0),
+            frames: vec![(MethodId(1), Loc::default())],
+        }));
+        let mut id = 0;
+        let mut ev = |w: &mut TraceWriter<_>, t: u64, th: u32, kind: EventKind| {
+            id += 1;
+            w.write(&Event {
+                id,
+                time_ns: t,
+                thread: ThreadRef(th),
+                kind,
+            })
+            .unwrap();
+        };
+        let call = |m| call(0, 0, m).kind;
+        let ret = |m| ret(0, 0, m).kind;
+        for th in 0..3u32 {
+            ev(&mut w, u64::from(th), th, call(1));
+        }
+        let mut t = 10;
+        for k in 0..3000u64 {
+            let th = (k % 3) as u32;
+            ev(&mut w, t, th, call(2));
+            ev(&mut w, t + 1 + k % 7 * 400, th, call(4));
+            ev(&mut w, t + 2 + k % 7 * 400, th, ret(4));
+            t += 3 + k % 7 * 500;
+            ev(&mut w, t, th, ret(2));
+            if k % 50 == 0 {
+                let kind = EventKind::Sample {
+                    state: ThreadState::Run,
+                    stack: StackId(0),
+                    monitors: vec![],
+                };
+                ev(&mut w, t, th, kind);
+                let kind = EventKind::Throw {
+                    exception: StringId(5),
+                    message: None,
+                    method: MethodId(2),
+                    loc: Loc::default(),
+                    catch: None,
+                };
+                ev(&mut w, t, th, kind);
+            }
+            t += 1;
+        }
+        for th in 0..3u32 {
+            ev(&mut w, t, th, ret(1));
+        }
+        w.finish().unwrap();
+        let chunks = ChunkFile::open(&path)
+            .unwrap()
+            .expect("clean")
+            .chunks()
+            .len();
+        assert!(chunks > 10, "{chunks} chunks");
+        let limits = Limits {
+            slices: 2000,
+            markers: 40,
+            samples: 30,
+        };
+        let read = AtomicU64::new(0);
+        let par = Timeline::build_with(&path, limits, &read, true).unwrap();
+        assert_eq!(read.load(Ordering::Relaxed), id);
+        let seq = Timeline::build_with(&path, limits, &read, false).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(par.min_ns >= 1000, "calls were dropped: {}", par.min_ns);
+        assert!(par.dropped_markers > 0 && par.dropped_samples > 0);
+        let whole = View {
+            from: 0,
+            to: t + 1,
+            px: 8000,
+        };
+        assert_eq!(par.query(whole, &[]), seq.query(whole, &[]));
+        assert_eq!(par.tree(0, t + 1, &[]), seq.tree(0, t + 1, &[]));
+        assert_eq!(par.exact(), seq.exact());
     }
 
     #[test]
