@@ -1368,6 +1368,12 @@
     }
     TL.data = r;
     tlDraw();
+    if (r.partial) {
+      // The part of the trace read so far: drawn, and asked again until
+      // the index is complete (only complete frames are counted).
+      setTimeout(() => { if (gen === TL.gen) tlFetch(); }, 500);
+      return;
+    }
     const box = $('view-timeline');
     box.dataset.from = from;
     box.dataset.to = to;
@@ -1477,7 +1483,8 @@
     };
     $('tl-range').textContent = fmtTime(TL.from) + ' – ' + fmtTime(TL.to) + ' (' + fmtNs(TL.to - TL.from) + ' shown)' +
       (state.range ? '; selected ' + fmtTime(state.range.from) + ' – ' + fmtTime(state.range.to) + ' (' + fmtNs(state.range.to - state.range.from) + ')' : '') +
-      (d && d.dropped_shorter_than_ns ? '; calls shorter than ' + fmtNs(d.dropped_shorter_than_ns) + ' not kept (memory bound)' : '');
+      (d && d.dropped_shorter_than_ns ? '; calls shorter than ' + fmtNs(d.dropped_shorter_than_ns) + ' not kept (memory bound)' : '') +
+      (d && d.partial ? '; building the timeline’s index: ' + Math.floor(100 * (d.partial.progress || 0)) + '% of the trace read, shown up to ' + fmtTime(d.end_ns) : '');
     $('tl-clear').hidden = !state.range;
   }
   function tlHit(x, y) {

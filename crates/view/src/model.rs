@@ -70,6 +70,8 @@ pub struct TraceModel {
     indexed: AtomicU64,
     /// [`TraceModel::timeline_source`].
     timeline_source: Mutex<Json>,
+    /// The timeline's index while it is built from a clean trace.
+    building: timeline::Building,
 }
 
 /// The timeline's index, or why it failed.
@@ -111,6 +113,7 @@ impl TraceModel {
             timeline: Arc::new((Mutex::new(None), Condvar::new())),
             indexed: AtomicU64::new(0),
             timeline_source: Mutex::new(json!({"from": "trace"})),
+            building: timeline::Building::default(),
         }))
     }
 
@@ -180,7 +183,8 @@ impl TraceModel {
                 *lock(&self.timeline_source) = json!({"from": "trace", "rebuilt": why});
             }
         }
-        let built = Timeline::build(&self.path, limits, &self.indexed).map(Arc::new);
+        let built =
+            Timeline::build_shared(&self.path, limits, &self.indexed, &self.building).map(Arc::new);
         let tl = built.as_ref().ok().cloned();
         publish(built.map_err(|e| e.to_string()));
         let (Some(tl), Some((c, _, id))) = (tl, saved) else {
@@ -228,6 +232,23 @@ impl TraceModel {
             Some(Ok(v)) => Ok(Some(Arc::clone(v))),
             Some(Err(e)) => Err(ApiError::Internal(e.clone())),
         }
+    }
+
+    /// While the timeline's index is built: what is on screen for `view` in
+    /// the part of the trace read so far; `None` before its first chunk
+    /// (or when the index is built, or by the sequential reader).
+    pub fn partial_timeline(&self, view: timeline::View, threads: &[u32]) -> Option<Json> {
+        if self.indexed.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        lock(&self.building)
+            .as_ref()
+            .map(|b| b.partial_query(view, threads))
+    }
+
+    /// The last chunk's end time (by the index).
+    pub fn duration_ns(&self) -> u64 {
+        self.duration_ns
     }
 
     /// The share of the trace the timeline's index has read (0 to 1).

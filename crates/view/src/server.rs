@@ -434,26 +434,32 @@ fn api(name: &str, q: &HashMap<String, String>, model: &TraceModel) -> Result<Re
             None => return Ok(Response::json(503, &json!({"pending": true}))),
         },
         "timeline" | "tree" => {
-            let Some(tl) = model.timeline(Duration::from_millis(500))? else {
-                return Ok(Response::json(
-                    503,
-                    &json!({"pending": true, "progress": model.timeline_progress()}),
-                ));
-            };
             let threads = id_list(text("threads"))?
                 .into_iter()
                 .map(|t| t as u32)
                 .collect::<Vec<_>>();
+            let px = num("px", 1000)?;
+            let Some(tl) = model.timeline(Duration::from_millis(200))? else {
+                // While the index is built, a timeline answer shows the
+                // part of the trace read so far (the page asks again).
+                let from = num("from", 0)?;
+                let to = num("to", model.duration_ns().saturating_add(1))?;
+                let partial = (name == "timeline")
+                    .then(|| model.partial_timeline(View { from, to, px }, &threads))
+                    .flatten();
+                let progress = model.timeline_progress();
+                return Ok(match partial {
+                    Some(mut v) => {
+                        v["partial"] = json!({"progress": progress});
+                        v["index"] = model.timeline_source();
+                        Response::json(200, &v)
+                    }
+                    None => Response::json(503, &json!({"pending": true, "progress": progress})),
+                });
+            };
             let (from, to) = (num("from", 0)?, num("to", tl.end_ns().saturating_add(1))?);
             if name == "timeline" {
-                let mut v = tl.query(
-                    View {
-                        from,
-                        to,
-                        px: num("px", 1000)?,
-                    },
-                    &threads,
-                );
+                let mut v = tl.query(View { from, to, px }, &threads);
                 v["index"] = model.timeline_source();
                 v
             } else {

@@ -34,7 +34,7 @@ use vmview_analysis::calltree::{CallTree, NodeKey, ReportOptions};
 use vmview_export::names::{monitor_name, MethodNames};
 use vmview_format::parallel::{decode_threads, ordered_map_fold, ChunkFile};
 use vmview_format::{
-    Event, EventKind, FormatError, MethodId, Scanned, StringId, SymbolTable, TraceReader,
+    Event, EventKind, FormatError, MethodId, Scanned, StringId, SymbolTable, ThreadRef, TraceReader,
 };
 
 /// The index's memory budget, in items.
@@ -184,7 +184,13 @@ pub struct TimelineBuilder {
     dropped_samples: u64,
     unmatched_returns: u64,
     end_ns: u64,
+    /// The symbols of the chunks read so far (the parallel build's; the
+    /// sequential one names them at [`finish`](Self::finish)).
+    syms: SymbolTable,
 }
+
+/// An index being built, shared with the queries that read it meanwhile.
+pub type Building = std::sync::Mutex<Option<TimelineBuilder>>;
 
 impl TimelineBuilder {
     pub fn new(limits: Limits) -> Self {
@@ -202,7 +208,30 @@ impl TimelineBuilder {
             dropped_samples: 0,
             unmatched_returns: 0,
             end_ns: 0,
+            syms: SymbolTable::default(),
         }
+    }
+
+    /// What is on screen for `view` in the part of the trace read so far,
+    /// in the schema of [`Timeline::query`]: calls not yet returned end at
+    /// the last event read (`end_ns`), and tracks are named from the
+    /// symbols read so far.
+    pub fn partial_query(&self, view: View, threads: &[u32]) -> Json {
+        let to = view.to.max(view.from + 1);
+        let px = view.px.clamp(1, MAX_PX);
+        let ns_px = ((to - view.from) as f64 / px as f64).max(1.0);
+        let p = Parts {
+            tracks: &self.tracks,
+            gc: &self.gc,
+            syms: &self.syms,
+            end_ns: self.end_ns,
+            clip: self.end_ns,
+            min_ns: self.min_ns,
+            dropped_markers: self.dropped_markers,
+            dropped_samples: self.dropped_samples,
+            unmatched_returns: self.unmatched_returns,
+        };
+        query_parts(&p, view.from, to, px, ns_px, threads)
     }
 
     fn track(&mut self, ev: &Event) -> &mut Track {
@@ -483,7 +512,19 @@ impl Timeline {
     /// index in file order; a damaged one, or one whose chunk turns out
     /// damaged, is read by the sequential reader with its recovery.
     pub fn build(path: &Path, limits: Limits, read: &AtomicU64) -> Result<Timeline, FormatError> {
-        Self::build_with(path, limits, read, true)
+        Self::build_with(path, limits, read, true, &Building::default())
+    }
+
+    /// Like [`build`](Self::build); while a clean trace is read, `building`
+    /// holds the index as it stands (after each chunk), so the page can be
+    /// shown the part read so far ([`TimelineBuilder::partial_query`]).
+    pub fn build_shared(
+        path: &Path,
+        limits: Limits,
+        read: &AtomicU64,
+        building: &Building,
+    ) -> Result<Timeline, FormatError> {
+        Self::build_with(path, limits, read, true, building)
     }
 
     fn build_with(
@@ -491,15 +532,16 @@ impl Timeline {
         limits: Limits,
         read: &AtomicU64,
         parallel: bool,
+        building: &Building,
     ) -> Result<Timeline, FormatError> {
+        let lock = || building.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(cf) = parallel
             .then(|| ChunkFile::open(path))
             .transpose()?
             .flatten()
         {
             let threads = decode_threads();
-            let mut b = TimelineBuilder::new(limits);
-            let mut syms = SymbolTable::default();
+            *lock() = Some(TimelineBuilder::new(limits));
             let mut n = 0u64;
             let whole = ordered_map_fold(
                 threads,
@@ -514,7 +556,11 @@ impl Timeline {
                 },
                 |r| match r {
                     Ok((table, evs)) => {
-                        syms.absorb(table);
+                        let mut guard = lock();
+                        let Some(b) = guard.as_mut() else {
+                            return false;
+                        };
+                        b.syms.absorb(table);
                         for ev in &evs {
                             b.scanned(ev);
                         }
@@ -525,7 +571,9 @@ impl Timeline {
                     Err(_) => false,
                 },
             );
-            if whole {
+            let b = lock().take();
+            if let (true, Some(mut b)) = (whole, b) {
+                let syms = std::mem::take(&mut b.syms);
                 return Ok(b.finish(&syms));
             }
             read.store(0, Ordering::Relaxed);
@@ -570,120 +618,18 @@ impl Timeline {
     }
 
     fn query_at(&self, from: u64, to: u64, px: u64, ns_px: f64, threads: &[u32]) -> Json {
-        // The end of the pixel holding `t`.
-        let pixel_end = |t: u64| -> u64 {
-            let k = ((t.saturating_sub(from)) as f64 / ns_px).floor() + 1.0;
-            (from + (k * ns_px).ceil() as u64).max(t + 1)
+        let p = Parts {
+            tracks: &self.tracks,
+            gc: &self.gc,
+            syms: &self.syms,
+            end_ns: self.end_ns,
+            clip: u64::MAX,
+            min_ns: self.min_ns,
+            dropped_markers: self.dropped_markers,
+            dropped_samples: self.dropped_samples,
+            unmatched_returns: self.unmatched_returns,
         };
-        // Methods are numbered in the order the answer first uses them, not
-        // by the trace's handles, so that the same trace read from another
-        // format (XML numbers its symbols anew) gives the same answer.
-        let mut local: HashMap<u32, usize> = HashMap::new();
-        let mut methods: Vec<u32> = Vec::new();
-        let mut number = |m: u32| -> usize {
-            *local.entry(m).or_insert_with(|| {
-                methods.push(m);
-                methods.len() - 1
-            })
-        };
-        let mut tracks = Vec::new();
-        for t in &self.tracks {
-            if !threads.is_empty() && !threads.contains(&t.thread) {
-                continue;
-            }
-            let mut slices = Vec::new();
-            for (level, v) in t.levels.iter().enumerate() {
-                let mut i = v.partition_point(|s| s.end <= from && s.start < from);
-                while i < v.len() && v[i].start < to {
-                    let s = v[i];
-                    if (s.end - s.start) as f64 >= ns_px {
-                        slices.push(json!([
-                            s.start,
-                            s.end,
-                            level,
-                            number(s.method),
-                            s.call_id,
-                            s.ret_id,
-                            1
-                        ]));
-                        i += 1;
-                        continue;
-                    }
-                    let pe = pixel_end(s.start);
-                    let mut j = i + v[i..].partition_point(|x| x.start < pe);
-                    // Only the last slice of the pixel can be long.
-                    if j - i > 1 && (v[j - 1].end - v[j - 1].start) as f64 >= ns_px {
-                        j -= 1;
-                    }
-                    let last = v[j - 1];
-                    slices.push(json!([
-                        s.start,
-                        last.end,
-                        level,
-                        number(s.method),
-                        s.call_id,
-                        if j - i == 1 { s.ret_id } else { 0 },
-                        j - i
-                    ]));
-                    i = j;
-                }
-            }
-            let mut samples = Vec::new();
-            let mut i = t.samples.partition_point(|s| s.0 < from);
-            while i < t.samples.len() && t.samples[i].0 < to {
-                let pe = pixel_end(t.samples[i].0);
-                let j = i + t.samples[i..].partition_point(|s| s.0 < pe);
-                // The pixel's most frequent state.
-                let mut by = [0usize; 8];
-                if j - i <= 64 {
-                    for s in &t.samples[i..j] {
-                        by[usize::from(s.1 & 7)] += 1;
-                    }
-                } else {
-                    by[usize::from(t.samples[i].1 & 7)] = 1;
-                }
-                let state = (0..8)
-                    .max_by_key(|&k| (by[k], std::cmp::Reverse(k)))
-                    .unwrap_or(0);
-                samples.push(json!([t.samples[i].0, state, j - i]));
-                i = j;
-            }
-            let markers = markers_in(&t.markers, from, to, &pixel_end);
-            tracks.push(json!({
-                "thread": t.thread,
-                "name": t.name,
-                "first_ns": t.first_ns,
-                "last_ns": t.last_ns,
-                "levels": t.levels.len(),
-                "slices": slices,
-                "samples": samples,
-                "markers": markers,
-            }));
-        }
-        let names: serde_json::Map<String, Json> = methods
-            .iter()
-            .enumerate()
-            .map(|(i, &m)| (i.to_string(), self.method_json(m)))
-            .collect();
-        json!({
-            "from": from,
-            "to": to,
-            "px": px,
-            "end_ns": self.end_ns,
-            "tracks": tracks,
-            "gc": markers_in(&self.gc, from, to, &pixel_end),
-            "methods": names,
-            "kinds": KIND_NAMES,
-            "dropped_shorter_than_ns": self.min_ns,
-            "dropped_markers": self.dropped_markers,
-            "dropped_samples": self.dropped_samples,
-            "unmatched_returns": self.unmatched_returns,
-        })
-    }
-
-    fn method_json(&self, m: u32) -> Json {
-        let n = MethodNames::resolve(&self.syms, vmview_format::MethodId(m));
-        json!([n.class, n.name, n.sig])
+        query_parts(&p, from, to, px, ns_px, threads)
     }
 
     /// The call tree of the calls in `from..to` (times clipped to the
@@ -801,6 +747,139 @@ impl Timeline {
             "dropped_shorter_than_ns": self.min_ns,
         })
     }
+}
+
+/// What a query reads: a finished index's, or a partial one's while it
+/// is being built (open calls then end at `clip`, the last event read).
+struct Parts<'a> {
+    tracks: &'a [Track],
+    gc: &'a [Marker],
+    syms: &'a SymbolTable,
+    end_ns: u64,
+    clip: u64,
+    min_ns: u64,
+    dropped_markers: u64,
+    dropped_samples: u64,
+    unmatched_returns: u64,
+}
+
+fn query_parts(p: &Parts, from: u64, to: u64, px: u64, ns_px: f64, threads: &[u32]) -> Json {
+    // Calls still open (a partial index) end where the reading is.
+    let end = |s: &Slice| s.end.min(p.clip);
+    // The end of the pixel holding `t`.
+    let pixel_end = |t: u64| -> u64 {
+        let k = ((t.saturating_sub(from)) as f64 / ns_px).floor() + 1.0;
+        (from + (k * ns_px).ceil() as u64).max(t + 1)
+    };
+    // Methods are numbered in the order the answer first uses them, not
+    // by the trace's handles, so that the same trace read from another
+    // format (XML numbers its symbols anew) gives the same answer.
+    let mut local: HashMap<u32, usize> = HashMap::new();
+    let mut methods: Vec<u32> = Vec::new();
+    let mut number = |m: u32| -> usize {
+        *local.entry(m).or_insert_with(|| {
+            methods.push(m);
+            methods.len() - 1
+        })
+    };
+    let mut tracks = Vec::new();
+    for t in p.tracks {
+        if !threads.is_empty() && !threads.contains(&t.thread) {
+            continue;
+        }
+        let mut slices = Vec::new();
+        for (level, v) in t.levels.iter().enumerate() {
+            let mut i = v.partition_point(|s| s.end <= from && s.start < from);
+            while i < v.len() && v[i].start < to {
+                let s = v[i];
+                if (end(&s) - s.start) as f64 >= ns_px {
+                    slices.push(json!([
+                        s.start,
+                        end(&s),
+                        level,
+                        number(s.method),
+                        s.call_id,
+                        s.ret_id,
+                        1
+                    ]));
+                    i += 1;
+                    continue;
+                }
+                let pe = pixel_end(s.start);
+                let mut j = i + v[i..].partition_point(|x| x.start < pe);
+                // Only the last slice of the pixel can be long.
+                if j - i > 1 && (end(&v[j - 1]) - v[j - 1].start) as f64 >= ns_px {
+                    j -= 1;
+                }
+                let last = v[j - 1];
+                slices.push(json!([
+                    s.start,
+                    end(&last),
+                    level,
+                    number(s.method),
+                    s.call_id,
+                    if j - i == 1 { s.ret_id } else { 0 },
+                    j - i
+                ]));
+                i = j;
+            }
+        }
+        let mut samples = Vec::new();
+        let mut i = t.samples.partition_point(|s| s.0 < from);
+        while i < t.samples.len() && t.samples[i].0 < to {
+            let pe = pixel_end(t.samples[i].0);
+            let j = i + t.samples[i..].partition_point(|s| s.0 < pe);
+            // The pixel's most frequent state.
+            let mut by = [0usize; 8];
+            if j - i <= 64 {
+                for s in &t.samples[i..j] {
+                    by[usize::from(s.1 & 7)] += 1;
+                }
+            } else {
+                by[usize::from(t.samples[i].1 & 7)] = 1;
+            }
+            let state = (0..8)
+                .max_by_key(|&k| (by[k], std::cmp::Reverse(k)))
+                .unwrap_or(0);
+            samples.push(json!([t.samples[i].0, state, j - i]));
+            i = j;
+        }
+        let markers = markers_in(&t.markers, from, to, &pixel_end);
+        tracks.push(json!({
+            "thread": t.thread,
+            "name": if t.name.is_empty() { p.syms.thread_name(ThreadRef(t.thread)) } else { t.name.clone() },
+            "first_ns": t.first_ns,
+            "last_ns": t.last_ns,
+            "levels": t.levels.len(),
+            "slices": slices,
+            "samples": samples,
+            "markers": markers,
+        }));
+    }
+    let names: serde_json::Map<String, Json> = methods
+        .iter()
+        .enumerate()
+        .map(|(i, &m)| (i.to_string(), method_json(p.syms, m)))
+        .collect();
+    json!({
+        "from": from,
+        "to": to,
+        "px": px,
+        "end_ns": p.end_ns,
+        "tracks": tracks,
+        "gc": markers_in(p.gc, from, to, &pixel_end),
+        "methods": names,
+        "kinds": KIND_NAMES,
+        "dropped_shorter_than_ns": p.min_ns,
+        "dropped_markers": p.dropped_markers,
+        "dropped_samples": p.dropped_samples,
+        "unmatched_returns": p.unmatched_returns,
+    })
+}
+
+fn method_json(syms: &SymbolTable, m: u32) -> Json {
+    let n = MethodNames::resolve(syms, vmview_format::MethodId(m));
+    json!([n.class, n.name, n.sig])
 }
 
 /// The markers in `from..to`, one per pixel and kind (`[start, time, kind,
@@ -1183,9 +1262,9 @@ mod tests {
             samples: 30,
         };
         let read = AtomicU64::new(0);
-        let par = Timeline::build_with(&path, limits, &read, true).unwrap();
+        let par = Timeline::build_with(&path, limits, &read, true, &Building::default()).unwrap();
         assert_eq!(read.load(Ordering::Relaxed), id);
-        let seq = Timeline::build_with(&path, limits, &read, false).unwrap();
+        let seq = Timeline::build_with(&path, limits, &read, false, &Building::default()).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
         assert!(par.min_ns >= 1000, "calls were dropped: {}", par.min_ns);
         assert!(par.dropped_markers > 0 && par.dropped_samples > 0);
@@ -1197,6 +1276,48 @@ mod tests {
         assert_eq!(par.query(whole, &[]), seq.query(whole, &[]));
         assert_eq!(par.tree(0, t + 1, &[]), seq.tree(0, t + 1, &[]));
         assert_eq!(par.exact(), seq.exact());
+    }
+
+    /// While the index is built, the part read so far is shown: calls not
+    /// yet returned end at the last event read, threads are named.
+    #[test]
+    fn a_partial_index_shows_open_calls_up_to_the_last_event_read() {
+        let mut b = TimelineBuilder::new(Limits::default());
+        b.syms = syms();
+        b.syms.insert(Symbol::Thread(vmview_format::ThreadSymbol {
+            id: ThreadRef(1),
+            java_id: 1,
+            name: StringId(3),
+            group: StringId(3),
+            priority: 5,
+            daemon: false,
+        }));
+        let mut id = 1;
+        b.event(&call(id, 0, 1));
+        for k in 0..30u64 {
+            id += 1;
+            b.event(&call(id, k * 10 + 1, 2));
+            id += 1;
+            b.event(&ret(id, k * 10 + 6, 2));
+        }
+        id += 1;
+        b.event(&call(id, 301, 2));
+        let v = b.partial_query(
+            View {
+                from: 0,
+                to: 1000,
+                px: 2000,
+            },
+            &[],
+        );
+        assert_eq!(v["end_ns"], 301);
+        assert_eq!(v["tracks"][0]["name"], "main");
+        let s = slices(&v);
+        assert_eq!(s[0][..3], [0, 301, 0], "run() open, up to 301");
+        let steps: Vec<_> = s.iter().filter(|x| x[2] == 1).collect();
+        assert_eq!(steps.len(), 31);
+        assert_eq!(steps[30][..2], [301, 301], "the open step() is empty");
+        assert_eq!(steps[29][..2], [291, 296]);
     }
 
     #[test]
