@@ -158,7 +158,9 @@ fn open(trace: &std::path::Path, cache: &std::path::Path, wait_saved: bool) -> R
         } else {
             assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
         }
-        std::thread::sleep(Duration::from_millis(20));
+        // Once a frame is drawn, ask as often as the page does.
+        let pause = if first_frame.is_some() { 500 } else { 20 };
+        std::thread::sleep(Duration::from_millis(pause));
     };
     let complete = start.elapsed().as_secs_f64();
     let first_frame = first_frame.unwrap_or(complete);
