@@ -143,7 +143,18 @@ impl TraceModel {
         // The timeline's index reads the trace again, on another thread:
         // each pass holds only its own summaries.
         let me = Arc::clone(self);
-        std::thread::spawn(move || me.index_timeline(cache.as_ref()));
+        std::thread::spawn(move || {
+            let run = std::panic::AssertUnwindSafe(|| me.index_timeline(cache.as_ref()));
+            if std::panic::catch_unwind(run).is_err() {
+                // A bug, not the trace: the page hears it instead of
+                // waiting for ever (a published index stays).
+                let (slot, cond) = &*me.timeline;
+                lock(slot).get_or_insert_with(|| {
+                    Err("building the timeline's index failed (a vmview bug)".into())
+                });
+                cond.notify_all();
+            }
+        });
     }
 
     /// Loads or builds the timeline's index and publishes it; then saves
