@@ -513,3 +513,83 @@ fn serve_saves_the_timeline_index_and_rebuilds_a_stale_or_damaged_one() {
     let fresh = first_timeline(&served.addr);
     assert_eq!(fresh["index"], json!({"from": "trace"}));
 }
+
+/// While the index is built, `/api/timeline` shows the part of the trace
+/// read so far: a prefix of the complete answer, open calls cut at the
+/// last event read, with its progress. The build pauses 1 s after each
+/// chunk (`VMVIEW_TEST_INDEX_PAUSE_MS`, for this test only), so it
+/// outlasts the polls every 50 ms however loaded the machine.
+#[test]
+fn serve_shows_the_part_read_while_the_timeline_index_builds() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = scratch("timeline-partial");
+    let trace = dir.join("many.vmv");
+    // 1,000 calls of 500 ns, one every µs, in chunks of 2 KiB.
+    crate::view::multi_chunk_trace(&trace, 2000);
+    let mut child = Command::new(crate::support::vmview())
+        .args([
+            "serve",
+            path_str(&trace),
+            "--port",
+            "0",
+            "--timeline-cache",
+            "off",
+        ])
+        .env("VMVIEW_TEST_INDEX_PAUSE_MS", "1000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start vmview serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .unwrap()
+        .to_string();
+    let served = crate::view::Served { child, addr };
+    let a = served.addr.as_str();
+    // 125 ns a pixel: every call is its own slice.
+    let target = "/api/timeline?from=0&to=1000000&px=8000";
+    let mut partial = None;
+    let complete = loop {
+        let (status, _, body) = http(a, "GET", target, Some(a));
+        if status == 200 {
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            if v["partial"].is_null() {
+                break v;
+            }
+            partial.get_or_insert(v);
+        } else {
+            assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let partial = partial.expect("a partial answer while the index was built");
+    let progress = partial["partial"]["progress"].as_f64().unwrap();
+    assert!(progress > 0.0 && progress < 1.0, "{progress}");
+    assert_eq!(partial["tracks"][0]["name"], "worker");
+    let read_to = partial["end_ns"].as_u64().unwrap();
+    assert!(read_to < complete["end_ns"].as_u64().unwrap());
+    let slices = |v: &Value| v["tracks"][0]["slices"].as_array().unwrap().clone();
+    let (part, whole) = (slices(&partial), slices(&complete));
+    assert_eq!(whole.len(), 1000);
+    assert!(
+        !part.is_empty() && part.len() < whole.len(),
+        "{}",
+        part.len()
+    );
+    // What was read is the complete answer's beginning; a call still open
+    // when the chunk ended (its RETURN in the next) ends at the last event.
+    for (k, s) in part.iter().enumerate() {
+        if s[1].as_u64() == Some(read_to) && k + 1 == part.len() {
+            assert_eq!(s[0], whole[k][0]);
+        } else {
+            assert_eq!(s, &whole[k], "slice {k}");
+        }
+    }
+}

@@ -541,6 +541,12 @@ impl Timeline {
             .flatten()
         {
             let threads = decode_threads();
+            // For the tests of the partial answers only: a pause after each
+            // chunk, so that a build reliably outlasts a client's polls.
+            let pause = std::env::var("VMVIEW_TEST_INDEX_PAUSE_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(std::time::Duration::from_millis);
             *lock() = Some(TimelineBuilder::new(limits));
             let mut n = 0u64;
             let whole = ordered_map_fold(
@@ -566,6 +572,10 @@ impl Timeline {
                         }
                         n += evs.len() as u64;
                         read.store(n, Ordering::Relaxed);
+                        drop(guard);
+                        if let Some(p) = pause {
+                            std::thread::sleep(p);
+                        }
                         true
                     }
                     Err(_) => false,
