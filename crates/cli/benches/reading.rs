@@ -12,6 +12,10 @@
 //! figures from different days: the machine is shared). Load averages are
 //! printed before and after.
 //!
+//! Both format versions are measured (each trace is generated once and
+//! kept under the target dir; delete `reading-bench-*.vmv` there when
+//! done: 1.5 GB each at 100 M events).
+//!
 //! ```text
 //! cargo bench -p vmview-cli --bench reading                 # 100 M events
 //! VMVIEW_BENCH_EVENTS=2000000 cargo bench -p vmview-cli --bench reading   # quick
@@ -80,57 +84,77 @@ fn count(trace: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-fn main() {
-    let events: u64 = std::env::var("VMVIEW_BENCH_EVENTS")
-        .ok()
-        .and_then(|v| v.replace('_', "").parse().ok())
-        .unwrap_or(100_000_000);
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    std::fs::create_dir_all(&dir).expect("target tmp dir");
-    let trace = dir.join(format!("reading-bench-{events}.vmv"));
+/// The benchmark trace of about `events` events in format `version`,
+/// generated under `dir` unless already there.
+fn trace(dir: &Path, events: u64, version: u16) -> PathBuf {
+    let trace = dir.join(format!("reading-bench-{events}-v{version}.vmv"));
     if count(&trace) < events {
         eprintln!("generating {} ...", trace.display());
         let t = Instant::now();
         // Two events per pair, and a THROW per 100 pairs.
         let pairs = events * 100 / 201 + 1;
         let f = BufWriter::with_capacity(1 << 20, File::create(&trace).expect("create trace"));
-        synthetic::write(f, pairs).expect("write trace");
+        synthetic::write_version(f, pairs, true, version).expect("write trace");
         eprintln!("  {:.1}s", t.elapsed().as_secs_f64());
     }
-    let n = count(&trace);
-    let bytes = std::fs::metadata(&trace).map_or(0, |m| m.len());
+    trace
+}
+
+fn main() {
+    let events: u64 = std::env::var("VMVIEW_BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.replace('_', "").parse().ok())
+        .unwrap_or(100_000_000);
+    // `VMVIEW_BENCH_VERSIONS=2` measures only the version 2 trace.
+    let versions: Vec<u16> = std::env::var("VMVIEW_BENCH_VERSIONS")
+        .unwrap_or_else(|_| "1,2".into())
+        .split(',')
+        .filter_map(|v| v.trim().parse().ok())
+        .collect();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(&dir).expect("target tmp dir");
     let out = dir.join("reading-bench-out.vmv");
-    let t = trace.to_str().expect("UTF-8 path");
     let o = out.to_str().expect("UTF-8 path");
     let expr = r#"type == CALL && method ~ "^handle1$""#;
-    let cases: [(&str, Vec<&str>); 3] = [
-        ("stats", vec!["stats", t]),
-        ("search --count", vec!["search", "--count", t, expr]),
-        ("filter -o", vec!["filter", t, "-o", o, expr]),
-    ];
-    println!("trace: {n} events, {bytes} bytes; expression: {expr}");
+    println!("expression: {expr}");
     println!("load average before: {}", loadavg());
     // Wall-clock rates say what a user waits for; on a loaded machine the
     // CPU-second rates (events per second of CPU the process got) say
     // what the code costs.
     println!(
-        "| command | 1 core: M events/s (wall) | per CPU-s | RSS MiB | 2 cores: M events/s (wall) | per CPU-s | RSS MiB | 2 cores / 1 core (wall) |"
+        "| trace | command | 1 core: M events/s (wall) | per CPU-s | RSS MiB | 2 cores: M events/s (wall) | per CPU-s | RSS MiB | 2 cores / 1 core (wall) |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
-    for (name, args) in &cases {
-        let (w1, c1, r1) = run("0", args);
-        let (w2, c2, r2) = run("0,1", args);
-        let rate = |s: f64| n as f64 / s / 1e6;
-        println!(
-            "| `{name}` | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2}x |",
-            rate(w1),
-            rate(c1),
-            r1 as f64 / 1024.0,
-            rate(w2),
-            rate(c2),
-            r2 as f64 / 1024.0,
-            w1 / w2
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for version in versions {
+        let trace = trace(&dir, events, version);
+        let n = count(&trace);
+        let bytes = std::fs::metadata(&trace).map_or(0, |m| m.len());
+        let t = trace.to_str().expect("UTF-8 path");
+        let cases: [(&str, Vec<&str>); 3] = [
+            ("stats", vec!["stats", t]),
+            ("search --count", vec!["search", "--count", t, expr]),
+            ("filter -o", vec!["filter", t, "-o", o, expr]),
+        ];
+        let label = format!(
+            "v{version}: {:.0} M events, {:.2} GB",
+            n as f64 / 1e6,
+            bytes as f64 / 1e9
         );
+        for (name, args) in &cases {
+            let (w1, c1, r1) = run("0", args);
+            let (w2, c2, r2) = run("0,1", args);
+            let rate = |s: f64| n as f64 / s / 1e6;
+            println!(
+                "| {label} | `{name}` | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2}x |",
+                rate(w1),
+                rate(c1),
+                r1 as f64 / 1024.0,
+                rate(w2),
+                rate(c2),
+                r2 as f64 / 1024.0,
+                w1 / w2
+            );
+        }
     }
     println!("load average after: {}", loadavg());
     let _ = std::fs::remove_file(&out);

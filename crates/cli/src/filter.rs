@@ -21,7 +21,7 @@ use clap::{Args, ValueEnum};
 use vmview_export::{EventWriter, JsonlWriter, TextWriter, XmlWriter};
 use vmview_filter::{EventFilter, SubsetWriter};
 use vmview_format::parallel::{decode_threads, ordered_map_fold};
-use vmview_format::{ChunkInfo, Event, SymbolTable, TraceHeader};
+use vmview_format::{ChunkInfo, Event, EventKind, Scanned, SymbolTable, TraceHeader};
 
 use crate::error::{hinted, plain};
 use crate::export::output;
@@ -269,6 +269,9 @@ fn scan_parallel(
         .collect();
     let lazy = !filter.needs_values();
     let heads = filter.reads_only_heads();
+    // A count that no id decides may take a version 2 chunk's thread
+    // streams one after another (no merge by time).
+    let any_order = !keep && !filter.reads_ids();
     // Lazily decoded chunks with a match are decoded again, whole, for the
     // matches' values: worth it while most chunks have none. Once most
     // scanned chunks had a match, the rest are decoded whole at once.
@@ -288,20 +291,43 @@ fn scan_parallel(
         let (mut read, mut count) = (0u64, 0u64);
         let dense =
             keep && 2 * matched.load(Ordering::Relaxed) > scanned.load(Ordering::Relaxed) + 4;
-        let lazy = lazy && !dense;
-        let r = if lazy && heads {
-            // Fastest: CALL and RETURN tested from their handles, unbuilt.
-            cf.for_each_scanned(i, &mut symbols, |ev, syms| {
-                read += 1;
-                let id = ev.id();
-                if id >= first_id && id <= last_id && f.matches_scanned(&ev, syms) {
-                    count += 1;
-                    if keep {
-                        hits.push(id);
+        let r = if heads {
+            // Fastest: CALL and RETURN tested from their heads, built only
+            // when kept (with their values), in the same pass.
+            let in_range = |id: u64| id >= first_id && id <= last_id;
+            cf.for_each_picked(i, !keep, any_order, &mut symbols, |ev, syms| {
+                match ev {
+                    Scanned::Head { id, .. } => {
+                        read += 1;
+                        let hit = in_range(*id) && f.matches_scanned(ev, syms);
+                        if hit && !keep {
+                            count += 1;
+                        }
+                        // A hit is built whole and comes back, below.
+                        hit && keep
+                    }
+                    Scanned::Full(e)
+                        if matches!(e.kind, EventKind::Call { .. } | EventKind::Return { .. }) =>
+                    {
+                        // Picked above: a match.
+                        count += 1;
+                        events.push(e.clone());
+                        false
+                    }
+                    Scanned::Full(e) => {
+                        read += 1;
+                        if in_range(e.id) && f.matches(e, syms) {
+                            count += 1;
+                            if keep {
+                                events.push(e.clone());
+                            }
+                        }
+                        false
                     }
                 }
             })
         } else {
+            let lazy = lazy && !dense;
             cf.for_each_event(i, lazy, &mut symbols, |ev, syms| {
                 read += 1;
                 if ev.id >= first_id && ev.id <= last_id && f.matches(&ev, syms) {
@@ -314,6 +340,7 @@ fn scan_parallel(
                 }
             })
         };
+        let lazy = lazy && !dense && !heads;
         if let Ok(mut v) = filters.lock() {
             v.push(f);
         }

@@ -326,6 +326,28 @@ fn parallel_decode_gives_the_sequential_output_byte_for_byte() {
         vec!["search", p, "--format", "jsonl", "type == RETURN"],
         vec!["search", p, "--first", "7", "type == SAMPLE"],
         vec!["filter", p, "--format", "jsonl", "thread == \"orders\""],
+        // Decided from heads, the matches built in the scan itself (with
+        // their values, returned values and elapsed times).
+        vec![
+            "filter",
+            p,
+            "--format",
+            "jsonl",
+            "type == RETURN && method ~ \"^(spin|sortLoop)$\"",
+        ],
+        vec![
+            "filter",
+            p,
+            "--format",
+            "jsonl",
+            "type in [CALL, RETURN] && class ~ \"Reactions\" && !(thread == \"main\")",
+        ],
+        vec![
+            "search",
+            "--count",
+            p,
+            "method ~ \"Loop$\" || type == SAMPLE",
+        ],
         vec!["export", p, "--format", "jsonl"],
         vec!["export", p, "--format", "chrome"],
         vec!["export", p, "--format", "collapsed"],
@@ -340,6 +362,16 @@ fn parallel_decode_gives_the_sequential_output_byte_for_byte() {
             "-o",
             path_str(&out),
             "type in [CALL, RETURN, SAMPLE]",
+        ],
+        Some(&out),
+    );
+    same_in_parallel(
+        &[
+            "filter",
+            p,
+            "-o",
+            path_str(&out),
+            "type == CALL && method ~ \"^spin$\"",
         ],
         Some(&out),
     );
@@ -369,6 +401,21 @@ fn parallel_decode_skips_a_damaged_chunk_as_the_sequential_reader_does() {
         vec!["search", "--count", p, "type == SAMPLE"],
         vec!["search", p, "--format", "jsonl", "type == RETURN"],
         vec!["filter", p, "--format", "jsonl", "type in [CALL, SAMPLE]"],
+        // The fast path (heads, matches built in the scan) meets the
+        // damaged chunk as the full decode does.
+        vec![
+            "search",
+            "--count",
+            p,
+            "type == CALL && method ~ \"^spin$\"",
+        ],
+        vec![
+            "filter",
+            p,
+            "--format",
+            "jsonl",
+            "type == RETURN && method ~ \"^spin$\"",
+        ],
         vec!["export", p, "--format", "jsonl"],
     ] {
         let one = vmview_with("1", &args);

@@ -1,6 +1,7 @@
 //! A synthetic trace for benchmarks: CALL/RETURN pairs with an int and a
 //! String parameter on 8 threads over 64 methods of 16 classes, a THROW
-//! with a message every 100 pairs. Deterministic (xorshift).
+//! with a message every 100 pairs, in format version 1 or 2. Deterministic
+//! (xorshift).
 
 use std::io::Write;
 
@@ -10,6 +11,7 @@ use vmview_format::{
 };
 
 /// Writes about `pairs` CALL/RETURN pairs (plus a THROW per 100) to `out`.
+#[allow(dead_code)] // Not every benchmark that includes this file uses each.
 pub fn write<W: Write>(out: W, pairs: u64) -> Result<W, FormatError> {
     write_with(out, pairs, true)
 }
@@ -17,14 +19,29 @@ pub fn write<W: Write>(out: W, pairs: u64) -> Result<W, FormatError> {
 /// Like [`write`]; without `args` the CALLs carry no parameter values
 /// (what a trace of argument-less methods, or one recorded without
 /// argument capture, decodes like).
+#[allow(dead_code)]
 pub fn write_with<W: Write>(out: W, pairs: u64, args: bool) -> Result<W, FormatError> {
+    write_version(out, pairs, args, 1)
+}
+
+/// Like [`write_with`], in format `version` (1 or 2: version 2 keeps each
+/// thread's events in a stream of its own and length-prefixes the CALL and
+/// RETURN bodies, which a filter steps over with one varint).
+#[allow(dead_code)] // Not every benchmark that includes this file writes v2.
+pub fn write_version<W: Write>(
+    out: W,
+    pairs: u64,
+    args: bool,
+    version: u16,
+) -> Result<W, FormatError> {
     let header = TraceHeader {
-        version: 1,
+        version,
         pid: 1,
         start_unix_ns: 1_700_000_000_000_000_000,
         properties: vec![("jvm".into(), "synthetic".into())],
     };
-    let mut w = TraceWriter::new(out, &header)?;
+    let mut w =
+        TraceWriter::with_version(out, &header, vmview_format::DEFAULT_CHUNK_BYTES, version)?;
     let mut next = 0u32;
     let mut string = |w: &mut TraceWriter<W>, text: String| {
         let id = StringId(next);

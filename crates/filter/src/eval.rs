@@ -256,6 +256,21 @@ impl EventFilter {
         heads(&self.root)
     }
 
+    /// Does the expression test an event's id? When not, which events
+    /// match does not depend on their ids (nor on their order), and a
+    /// count may read a chunk's events in any order.
+    pub fn reads_ids(&self) -> bool {
+        fn ids(n: &Node) -> bool {
+            match n {
+                Node::And(v) | Node::Or(v) => v.iter().any(ids),
+                Node::Not(n) => ids(n),
+                Node::Number { field, .. } | Node::Absent(field) => *field == Field::Id,
+                _ => false,
+            }
+        }
+        ids(&self.root)
+    }
+
     /// [`matches`](Self::matches) for a scanned event; for an expression
     /// that [`reads_only_heads`](Self::reads_only_heads) (any other gives
     /// `false` on a head).

@@ -64,6 +64,13 @@ pub(crate) struct ChunkDecoder {
     rank: u64,
     /// The stream being read (not in `merge`; its position is `pos`).
     v2_current: Option<u32>,
+    /// Version 2: read the thread streams one after another, not merged
+    /// by time. Each event decodes as in the merge (all implicit state is
+    /// per thread), but the order, and so the ids, are not the trace's:
+    /// only for a reader that counts.
+    pub any_order: bool,
+    /// With `any_order`: the next stream to read.
+    next_stream: u32,
 }
 
 impl ChunkDecoder {
@@ -91,6 +98,7 @@ impl ChunkDecoder {
         self.merge.clear();
         self.rank = 0;
         self.v2_current = None;
+        self.next_stream = 0;
     }
 
     /// Runs `step` (a record decoder) on the next event of a version 2
@@ -111,8 +119,18 @@ impl ChunkDecoder {
         let i = match self.v2_current {
             Some(i) => i,
             None => {
-                let Some(std::cmp::Reverse((_, i))) = self.merge.pop() else {
-                    return Ok(None);
+                let i = if self.any_order {
+                    let i = self.next_stream;
+                    if i as usize >= self.streams.len() {
+                        return Ok(None);
+                    }
+                    self.next_stream += 1;
+                    i
+                } else {
+                    let Some(std::cmp::Reverse((_, i))) = self.merge.pop() else {
+                        return Ok(None);
+                    };
+                    i
                 };
                 let s = self.streams[i as usize];
                 self.pos = s.pos;
@@ -137,6 +155,8 @@ impl ChunkDecoder {
                         what: "a thread stream that ends with its last event",
                     });
                 }
+            } else if self.any_order {
+                // The stream goes on to its end.
             } else if let Some(&std::cmp::Reverse(other)) = self.merge.peek() {
                 let t = peek_time(&self.payload[..self.end], self.pos, self.prev_time)?;
                 if (t, i) > other {
@@ -341,41 +361,8 @@ impl ChunkDecoder {
                     } else {
                         None
                     };
-                    let caller = if x & CALL_CALLER != 0 {
-                        let cm = if x & CALL_CALLER_METHOD != 0 {
-                            c.u32()?
-                        } else {
-                            predicted_caller.ok_or(c.err("an open CALL to name the caller"))?
-                        };
-                        Some((MethodId(cm), read_loc(&mut c)?))
-                    } else if x & CALL_CALLER_METHOD != 0 {
-                        return Err(c.err("a caller method only with a caller"));
-                    } else {
-                        None
-                    };
-                    let params = if x & CALL_PARAMS != 0 && self.skip_values {
-                        let n = c.count(1)?;
-                        for _ in 0..n {
-                            skip_value(&mut c, 0)?;
-                        }
-                        Vec::new()
-                    } else if x & CALL_PARAMS != 0 {
-                        let n = c.count(1)?;
-                        let mut v = Vec::with_capacity(n.min(PREALLOC_LIMIT));
-                        for _ in 0..n {
-                            v.push(read_value(&mut c, 0)?);
-                        }
-                        v
-                    } else {
-                        Vec::new()
-                    };
-                    let metrics = read_metrics(
-                        &mut c,
-                        x & CALL_CPU != 0,
-                        x & CALL_ALLOC != 0,
-                        &mut st.cpu_ns,
-                        &mut st.alloc_bytes,
-                    )?;
+                    let (caller, params, metrics) =
+                        read_call_body(&mut c, x, predicted_caller, self.skip_values, st)?;
                     body_ends(&c, body_end)?;
                     st.end_call(depth, method, time_ns);
                     EventKind::Call {
@@ -422,25 +409,7 @@ impl ChunkDecoder {
                     } else {
                         None
                     };
-                    let outcome = match (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT {
-                        0 => Outcome::Void,
-                        1 if self.skip_values => {
-                            skip_value(&mut c, 0)?;
-                            Outcome::Value(Value::Unavailable)
-                        }
-                        1 => Outcome::Value(read_value(&mut c, 0)?),
-                        2 => Outcome::Exception {
-                            class: StringId(c.u32()?),
-                        },
-                        _ => return Err(c.err("a known RETURN outcome")),
-                    };
-                    let metrics = read_metrics(
-                        &mut c,
-                        x & RET_CPU != 0,
-                        x & RET_ALLOC != 0,
-                        &mut st.cpu_ns,
-                        &mut st.alloc_bytes,
-                    )?;
+                    let (outcome, metrics) = read_return_body(&mut c, x, self.skip_values, st)?;
                     body_ends(&c, body_end)?;
                     st.end_return(depth);
                     EventKind::Return {
@@ -503,32 +472,53 @@ impl ChunkDecoder {
 }
 
 impl ChunkDecoder {
-    /// Like [`next`](Self::next), but a CALL or RETURN comes back as a
-    /// [`Scanned::Head`]: its parameters, caller, returned value and
-    /// metrics are stepped over (with the same checks, and the same
-    /// per-thread state kept, as a full decode), nothing is built. Other
-    /// events are decoded whole. The same bytes are damaged either way.
+    /// Runs `f` over the rest of the chunk as
+    /// [`ChunkFile::for_each_picked`](crate::parallel::ChunkFile::for_each_picked)
+    /// promises: each CALL's and RETURN's head first (`f` answering whether
+    /// to build it), then the picked ones and every other event whole. The
+    /// loop runs here, and a head is handed over by reference: moving the
+    /// event enum out through the layers of calls cost more than decoding
+    /// the head. Damage ends the loop with `take_error` set.
     #[inline]
-    pub(crate) fn next_scanned(&mut self, symbols: &mut SymbolTable) -> Option<Scanned> {
-        let r = if self.v2 {
-            self.v2_step(symbols, |d, s| d.decode_head(s))
-        } else {
-            self.decode_head(symbols)
-        };
-        match r {
-            Ok(Some(s)) => Some(s),
-            Ok(None) => self.next(symbols).map(Scanned::Full),
-            Err(e) => {
-                self.error = Some(e);
-                None
+    pub(crate) fn scan_picked(
+        &mut self,
+        symbols: &mut SymbolTable,
+        f: &mut impl FnMut(&Scanned, &SymbolTable) -> bool,
+    ) {
+        loop {
+            let r = if self.v2 {
+                self.v2_step(symbols, |d, s| d.decode_head(s, f))
+            } else {
+                self.decode_head(symbols, f)
+            };
+            match r {
+                Ok(Some(())) => {}
+                Ok(None) => match self.next(symbols) {
+                    Some(ev) => {
+                        f(&Scanned::Full(ev), symbols);
+                    }
+                    None => return,
+                },
+                Err(e) => {
+                    self.error = Some(e);
+                    return;
+                }
             }
         }
     }
 
-    /// A CALL or RETURN as a head; `Ok(None)` (nothing consumed past the
-    /// symbol records) at the end of the payload or before another event.
+    /// A CALL or RETURN: its head to `pick`, and whole to `pick` again when
+    /// it answered `true` (its parameters, caller, returned value and
+    /// metrics are otherwise stepped over with the same checks, and the
+    /// same per-thread state kept, as a full decode: the same bytes are
+    /// damaged either way). `Ok(None)` (nothing consumed past the symbol
+    /// records) at the end of the payload or before another event.
     #[inline(always)]
-    fn decode_head(&mut self, symbols: &mut SymbolTable) -> Result<Option<Scanned>, Malformed> {
+    fn decode_head(
+        &mut self,
+        symbols: &mut SymbolTable,
+        pick: &mut impl FnMut(&Scanned, &SymbolTable) -> bool,
+    ) -> Result<Option<()>, Malformed> {
         loop {
             let mut c = Cursor::new(&self.payload[..self.end], self.pos);
             if c.at_end() {
@@ -585,12 +575,12 @@ impl ChunkDecoder {
             let kind_flag = tag & F_KIND != 0;
             let gen = self.generation;
             let x = if kind_flag { c.u8()? } else { 0 };
-            let method;
+            let mut picked = None;
             if op == OP_CALL {
                 if x & !CALL_KNOWN != 0 || (kind_flag && x == 0) {
                     return Err(c.err("known CALL flags"));
                 }
-                method = c.u32()?;
+                let method = c.u32()?;
                 let st = self.threads.get(thread, gen);
                 let expected = st.depth.wrapping_add(1);
                 let depth = if x & CALL_DEPTH != 0 {
@@ -599,9 +589,38 @@ impl ChunkDecoder {
                     expected
                 };
                 let predicted_caller = st.begin_call(depth);
-                if self.v2 && x & CALL_BODY != 0 {
+                let head = Scanned::Head {
+                    id,
+                    time_ns,
+                    thread: ThreadRef(thread),
+                    ret: false,
+                    method: MethodId(method),
+                };
+                let body_end = if self.v2 && x & CALL_BODY != 0 {
+                    Some(body_length(&mut c)?)
+                } else {
+                    None
+                };
+                if pick(&head, symbols) {
+                    let (caller, params, metrics) =
+                        read_call_body(&mut c, x, predicted_caller, self.skip_values, st)?;
+                    body_ends(&c, body_end)?;
+                    picked = Some(Event {
+                        id,
+                        time_ns,
+                        thread: ThreadRef(thread),
+                        kind: EventKind::Call {
+                            method: MethodId(method),
+                            depth,
+                            caller,
+                            params,
+                            metrics,
+                        },
+                    });
+                } else if let (Some(end), 0) = (body_end, x & (CALL_CPU | CALL_ALLOC)) {
                     // The body is stepped over whole; only what the head
-                    // implies is checked.
+                    // implies is checked. (Metrics are deltas on the
+                    // thread's running totals: a body with them is read.)
                     if x & CALL_CALLER == 0 && x & CALL_CALLER_METHOD != 0 {
                         return Err(c.err("a caller method only with a caller"));
                     }
@@ -610,7 +629,6 @@ impl ChunkDecoder {
                     {
                         return Err(c.err("an open CALL to name the caller"));
                     }
-                    let end = body_length(&mut c)?;
                     c.bytes(end - c.pos())?;
                 } else {
                     if x & CALL_CALLER != 0 {
@@ -636,6 +654,7 @@ impl ChunkDecoder {
                         &mut st.cpu_ns,
                         &mut st.alloc_bytes,
                     )?;
+                    body_ends(&c, body_end)?;
                 }
                 st.end_call(depth, method, time_ns);
             } else {
@@ -655,37 +674,69 @@ impl ChunkDecoder {
                     expected
                 };
                 let open = st.begin_return(depth);
-                method = match (explicit_method, open) {
+                let method = match (explicit_method, open) {
                     (Some(m), _) => m,
                     (None, Some(f)) => f.method,
                     (None, None) => return Err(c.err("an open CALL for the RETURN's method")),
                 };
-                if x & RET_ELAPSED != 0 {
-                    c.u64()?;
-                } else if open.is_none() {
-                    return Err(c.err("an open CALL for the RETURN's elapsed time"));
-                }
-                if (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT == 3 {
-                    return Err(c.err("a known RETURN outcome"));
-                }
-                if self.v2 && x & RET_BODY != 0 {
-                    let end = body_length(&mut c)?;
-                    c.bytes(end - c.pos())?;
+                let elapsed_ns = if x & RET_ELAPSED != 0 {
+                    c.u64()?
                 } else {
-                    match (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT {
-                        0 => {}
-                        1 => skip_value(&mut c, 0)?,
-                        _ => {
-                            c.u32()?;
-                        }
+                    match open {
+                        Some(f) => time_ns.wrapping_sub(f.time_ns),
+                        None => return Err(c.err("an open CALL for the RETURN's elapsed time")),
                     }
-                    read_metrics(
-                        &mut c,
-                        x & RET_CPU != 0,
-                        x & RET_ALLOC != 0,
-                        &mut st.cpu_ns,
-                        &mut st.alloc_bytes,
-                    )?;
+                };
+                let head = Scanned::Head {
+                    id,
+                    time_ns,
+                    thread: ThreadRef(thread),
+                    ret: true,
+                    method: MethodId(method),
+                };
+                let body_end = if self.v2 && x & RET_BODY != 0 {
+                    Some(body_length(&mut c)?)
+                } else {
+                    None
+                };
+                if pick(&head, symbols) {
+                    let (outcome, metrics) = read_return_body(&mut c, x, self.skip_values, st)?;
+                    body_ends(&c, body_end)?;
+                    picked = Some(Event {
+                        id,
+                        time_ns,
+                        thread: ThreadRef(thread),
+                        kind: EventKind::Return {
+                            method: MethodId(method),
+                            depth,
+                            outcome,
+                            elapsed_ns,
+                            metrics,
+                        },
+                    });
+                } else {
+                    if (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT == 3 {
+                        return Err(c.err("a known RETURN outcome"));
+                    }
+                    if let (Some(end), 0) = (body_end, x & (RET_CPU | RET_ALLOC)) {
+                        c.bytes(end - c.pos())?;
+                    } else {
+                        match (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT {
+                            0 => {}
+                            1 => skip_value(&mut c, 0)?,
+                            _ => {
+                                c.u32()?;
+                            }
+                        }
+                        read_metrics(
+                            &mut c,
+                            x & RET_CPU != 0,
+                            x & RET_ALLOC != 0,
+                            &mut st.cpu_ns,
+                            &mut st.alloc_bytes,
+                        )?;
+                        body_ends(&c, body_end)?;
+                    }
                 }
                 st.end_return(depth);
             }
@@ -698,15 +749,92 @@ impl ChunkDecoder {
                 self.first_id = Some(id);
             }
             self.last_id = Some(id);
-            return Ok(Some(Scanned::Head {
-                id,
-                time_ns,
-                thread: ThreadRef(thread),
-                ret: op == OP_RETURN,
-                method: MethodId(method),
-            }));
+            if let Some(ev) = picked {
+                pick(&Scanned::Full(ev), symbols);
+            }
+            return Ok(Some(()));
         }
     }
+}
+
+/// A CALL's caller, parameters and metrics, after its head (`x` is its
+/// flags byte; with `skip_values` the parameters are stepped over). Shared
+/// by the full decode and a picked head, so the two read the same bytes.
+#[inline(always)]
+fn read_call_body(
+    c: &mut Cursor,
+    x: u8,
+    predicted_caller: Option<u32>,
+    skip_values: bool,
+    st: &mut crate::state::ThreadState,
+) -> Result<(Option<(MethodId, Loc)>, Vec<Value>, Metrics), Malformed> {
+    let caller = if x & CALL_CALLER != 0 {
+        let cm = if x & CALL_CALLER_METHOD != 0 {
+            c.u32()?
+        } else {
+            predicted_caller.ok_or(c.err("an open CALL to name the caller"))?
+        };
+        Some((MethodId(cm), read_loc(c)?))
+    } else if x & CALL_CALLER_METHOD != 0 {
+        return Err(c.err("a caller method only with a caller"));
+    } else {
+        None
+    };
+    let params = if x & CALL_PARAMS != 0 && skip_values {
+        let n = c.count(1)?;
+        for _ in 0..n {
+            skip_value(c, 0)?;
+        }
+        Vec::new()
+    } else if x & CALL_PARAMS != 0 {
+        let n = c.count(1)?;
+        let mut v = Vec::with_capacity(n.min(PREALLOC_LIMIT));
+        for _ in 0..n {
+            v.push(read_value(c, 0)?);
+        }
+        v
+    } else {
+        Vec::new()
+    };
+    let metrics = read_metrics(
+        c,
+        x & CALL_CPU != 0,
+        x & CALL_ALLOC != 0,
+        &mut st.cpu_ns,
+        &mut st.alloc_bytes,
+    )?;
+    Ok((caller, params, metrics))
+}
+
+/// A RETURN's outcome and metrics, after its head: the twin of
+/// [`read_call_body`].
+#[inline(always)]
+fn read_return_body(
+    c: &mut Cursor,
+    x: u8,
+    skip_values: bool,
+    st: &mut crate::state::ThreadState,
+) -> Result<(Outcome, Metrics), Malformed> {
+    let outcome = match (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT {
+        0 => Outcome::Void,
+        1 if skip_values => {
+            skip_value(c, 0)?;
+            Outcome::Value(Value::Unavailable)
+        }
+        1 => Outcome::Value(read_value(c, 0)?),
+        2 => Outcome::Exception {
+            class: StringId(c.u32()?),
+        },
+        _ => return Err(c.err("a known RETURN outcome")),
+    };
+    let metrics = read_metrics(
+        c,
+        x & RET_CPU != 0,
+        x & RET_ALLOC != 0,
+        &mut st.cpu_ns,
+        &mut st.alloc_bytes,
+    )?;
+    Ok((outcome, metrics))
 }
 
 /// The next event's time in a version 2 stream, from its tag and time

@@ -100,9 +100,38 @@ impl ChunkFile {
         mut f: impl FnMut(Scanned, &SymbolTable),
     ) -> Result<(), ChunkFault> {
         self.with_chunk(i, true, |dec| {
-            while let Some(ev) = dec.next_scanned(symbols) {
-                f(ev, symbols);
-            }
+            dec.scan_picked(symbols, &mut |ev, syms| {
+                f(ev.clone(), syms);
+                false
+            })
+        })
+    }
+
+    /// Like [`for_each_scanned`](Self::for_each_scanned), but `f` decides
+    /// from each CALL's and RETURN's head (a [`Scanned::Head`]; its answer
+    /// is whether to build it) and is then called again with the event
+    /// whole, as [`Scanned::Full`], when it answered `true`; other events
+    /// come `Full` once. So a CALL or RETURN comes `Full` exactly when it
+    /// was picked, decoded with its values unless `skip_values`. A filter
+    /// that selects by type, thread and method builds in one pass the
+    /// events it keeps, and no others.
+    ///
+    /// With `any_order`, a version 2 chunk's thread streams are read one
+    /// after another rather than merged by time (a version 1 chunk reads
+    /// as always): each event is the same, but their order and ids are not
+    /// the trace's, for a caller that only counts what no id decides. Every
+    /// record is read with the same checks as in order.
+    pub fn for_each_picked(
+        &self,
+        i: usize,
+        skip_values: bool,
+        any_order: bool,
+        symbols: &mut SymbolTable,
+        mut f: impl FnMut(&Scanned, &SymbolTable) -> bool,
+    ) -> Result<(), ChunkFault> {
+        self.with_chunk(i, skip_values, |dec| {
+            dec.any_order = any_order;
+            dec.scan_picked(symbols, &mut f)
         })
     }
 
@@ -137,6 +166,7 @@ impl ChunkFile {
             let mut dec = cell.take();
             let r = (|| {
                 dec.skip_values = skip_values;
+                dec.any_order = false;
                 dec.payload.resize(h.payload_len as usize, 0);
                 self.file
                     .read_exact_at(&mut dec.payload, info.offset + CHUNK_HEADER_LEN as u64)

@@ -114,7 +114,7 @@ impl<'a> Cursor<'a> {
     /// An unsigned varint of at most 64 bits.
     #[inline]
     pub(crate) fn u64(&mut self) -> Result<u64, Malformed> {
-        // One- and two-byte varints (most handles and deltas) inline.
+        // One- to three-byte varints (handles, deltas) inline.
         if let Some(&b) = self.buf.get(self.pos) {
             if b < 0x80 {
                 self.pos += 1;
@@ -124,6 +124,15 @@ impl<'a> Cursor<'a> {
                 if b2 < 0x80 {
                     self.pos += 2;
                     return Ok(u64::from(b & 0x7f) | (u64::from(b2) << 7));
+                }
+                // Three bytes: time deltas of up to a couple of ms.
+                if let Some(&b3) = self.buf.get(self.pos + 2) {
+                    if b3 < 0x80 {
+                        self.pos += 3;
+                        return Ok(u64::from(b & 0x7f)
+                            | (u64::from(b2 & 0x7f) << 7)
+                            | (u64::from(b3) << 14));
+                    }
                 }
             }
         }

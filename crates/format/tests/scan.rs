@@ -94,3 +94,97 @@ fn the_fast_scan_sees_what_the_full_decode_sees() {
         std::fs::remove_file(&path).ok();
     }
 }
+
+/// `for_each_picked` over every chunk of `bytes`, picking the CALLs and
+/// RETURNs whose id `pick` selects: the events that come back whole, and
+/// the number of heads seen.
+fn picked(
+    bytes: &[u8],
+    name: &str,
+    any_order: bool,
+    pick: impl Fn(u64) -> bool,
+) -> (Vec<Event>, usize) {
+    let path = std::env::temp_dir().join(format!(
+        "vmview-pick-test-{}-{name}.vmv",
+        std::process::id()
+    ));
+    std::fs::write(&path, bytes).expect("temp file");
+    let cf = ChunkFile::open(&path)
+        .expect("open")
+        .expect("a clean trace");
+    let (mut out, mut heads) = (Vec::new(), 0);
+    for i in 0..cf.chunks().len() {
+        let mut syms = SymbolTable::default();
+        cf.for_each_picked(i, false, any_order, &mut syms, |ev, _| match ev {
+            Scanned::Head { id, .. } => {
+                heads += 1;
+                pick(*id)
+            }
+            Scanned::Full(e) => {
+                out.push(e.clone());
+                false
+            }
+        })
+        .expect("pick");
+    }
+    std::fs::remove_file(&path).ok();
+    (out, heads)
+}
+
+// A filter builds the CALLs and RETURNs it keeps in the scan itself: a
+// picked one must decode exactly as the full decode does, values, caller
+// and metrics included, also after heads that were stepped over (metrics
+// are deltas on per-thread totals that a skipped head must still carry).
+#[test]
+fn a_picked_head_decodes_whole_as_the_full_decode_does() {
+    let events = many_kinds(40);
+    let v1 = write(&symbols(), &events, 300);
+    let dense: Vec<Event> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| Event {
+            id: 100 + i as u64,
+            time_ns: 5_000 + i as u64 * 10,
+            ..e.clone()
+        })
+        .collect();
+    let mut w =
+        TraceWriter::with_version(Vec::new(), &header(), 400, FORMAT_VERSION_2).expect("header");
+    for s in symbols() {
+        w.define(s);
+    }
+    for e in &dense {
+        w.write(e).expect("write");
+    }
+    let v2 = w.finish().expect("finish");
+    for (name, bytes, written) in [("v1", &v1, &events), ("v2", &v2, &dense)] {
+        let (full, _, _) = read(bytes);
+        assert_eq!(&full, written, "{name}: the full decode");
+        let is_call_or_return =
+            |e: &Event| matches!(e.kind, EventKind::Call { .. } | EventKind::Return { .. });
+        // Every third head, so picked ones follow skipped ones of the
+        // same thread.
+        let (got, heads) = picked(bytes, name, false, |id| id % 3 == 0);
+        let want: Vec<Event> = full
+            .iter()
+            .filter(|e| !is_call_or_return(e) || e.id % 3 == 0)
+            .cloned()
+            .collect();
+        assert_eq!(heads, full.iter().filter(|e| is_call_or_return(e)).count());
+        assert!(got.iter().filter(|e| is_call_or_return(e)).count() > 10);
+        assert_eq!(got, want, "{name}: picked events");
+        // Nothing picked: only the other kinds come back.
+        let (none, _) = picked(bytes, name, false, |_| false);
+        assert!(none.iter().all(|e| !is_call_or_return(e)), "{name}");
+        // In any order (version 2: stream by stream), every event is
+        // the same but for its id.
+        let (mut any, n) = picked(bytes, name, true, |_| true);
+        assert_eq!(n, heads);
+        let key = |e: &Event| format!("{:?}", Event { id: 0, ..e.clone() });
+        let mut all: Vec<String> = full.iter().map(key).collect();
+        let mut got: Vec<String> = any.drain(..).map(|e| key(&e)).collect();
+        all.sort();
+        got.sort();
+        assert_eq!(got, all, "{name}: any order");
+    }
+}
