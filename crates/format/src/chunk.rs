@@ -757,6 +757,9 @@ impl ChunkDecoder {
     }
 }
 
+/// A CALL's caller, parameters and metrics.
+type CallBody = (Option<(MethodId, Loc)>, Vec<Value>, Metrics);
+
 /// A CALL's caller, parameters and metrics, after its head (`x` is its
 /// flags byte; with `skip_values` the parameters are stepped over). Shared
 /// by the full decode and a picked head, so the two read the same bytes.
@@ -767,7 +770,7 @@ fn read_call_body(
     predicted_caller: Option<u32>,
     skip_values: bool,
     st: &mut crate::state::ThreadState,
-) -> Result<(Option<(MethodId, Loc)>, Vec<Value>, Metrics), Malformed> {
+) -> Result<CallBody, Malformed> {
     let caller = if x & CALL_CALLER != 0 {
         let cm = if x & CALL_CALLER_METHOD != 0 {
             c.u32()?
