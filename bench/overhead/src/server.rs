@@ -10,10 +10,12 @@
 //! the others are stopped (SIGSTOP), so they cost nothing meanwhile: the
 //! windows of all configurations interleave every few seconds, and a
 //! change in the machine's load hits them alike. Per window: the requests
-//! answered and the server's CPU time (user + system of all its threads,
-//! from `/proc/PID/stat`). Reported per configuration: the median
-//! throughput (requests/s) and CPU time per request, and the median over
-//! rounds of each round's ratio to the plain server's window.
+//! answered, each one's latency (from writing the request to reading the
+//! whole answer, for requests sent and answered inside the window) and the
+//! server's CPU time (user + system of all its threads, from
+//! `/proc/PID/stat`). Reported per configuration: the median throughput
+//! (requests/s), p50 and p99 latency and CPU time per request, and the
+//! median over rounds of each round's ratio to the plain server's window.
 //!
 //! Why CPU per request next to throughput: on a shared 2-core machine the
 //! throughput follows whatever CPU share the server gets from its
@@ -24,7 +26,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
@@ -118,6 +120,9 @@ struct Sample {
     cpu: Duration,
     /// CPU time of the agent's `vmview-sampler` thread in the window.
     sampler_cpu: Option<Duration>,
+    /// Latency percentiles of the window's requests, µs.
+    p50_us: f64,
+    p99_us: f64,
 }
 
 impl Sample {
@@ -126,6 +131,12 @@ impl Sample {
     }
     fn cpu_us_per_request(&self) -> f64 {
         self.cpu.as_secs_f64() * 1e6 / self.requests.max(1) as f64
+    }
+    fn p50(&self) -> f64 {
+        self.p50_us
+    }
+    fn p99(&self) -> f64 {
+        self.p99_us
     }
     fn cores(&self) -> f64 {
         self.cpu.as_secs_f64() / self.elapsed.as_secs_f64()
@@ -171,6 +182,12 @@ struct Running {
     active: AtomicBool,
     done: AtomicU64,
     errors: AtomicU64,
+    /// The number of the window being measured, 0 between measurements: a
+    /// request's latency counts when it was sent and answered in the same
+    /// measured window.
+    measuring: AtomicU64,
+    /// Latencies of the measured window's requests, ns.
+    latencies: Mutex<Vec<u64>>,
     /// Time not stopped, in windows, ns.
     running_ns: AtomicU64,
 }
@@ -241,13 +258,15 @@ fn run(a: &ServerArgs<'_>, work: &Path) -> anyhow::Result<()> {
                     let (s, row) = (&servers[i], &mut rows[i]);
                     let w = window(s, a.window)?;
                     eprintln!(
-                        "vmview-overhead: epoch {}/{} round {}/{}  {:<26}{:>8.0} req/s  {:>6.1} µs cpu/req  {:.2} cores{}",
+                        "vmview-overhead: epoch {}/{} round {}/{}  {:<26}{:>8.0} req/s  p50 {:>6.0} µs  p99 {:>6.0} µs  {:>6.1} µs cpu/req  {:.2} cores{}",
                         epoch + 1,
                         a.epochs,
                         rep + 1,
                         a.reps,
                         row.config.name,
                         w.rate(),
+                        w.p50(),
+                        w.p99(),
                         w.cpu_us_per_request(),
                         w.cores(),
                         if w.errors > 0 {
@@ -304,10 +323,16 @@ fn signal(pid: u32, sig: libc::c_int) {
 /// Resumes the server, loads it for `SETTLE` plus `length`, measures the
 /// second part, and stops it again.
 fn window(s: &Running, length: Duration) -> anyhow::Result<Sample> {
+    static WINDOWS: AtomicU64 = AtomicU64::new(0);
     let resumed = Instant::now();
     signal(s.pid, libc::SIGCONT);
     s.active.store(true, Ordering::Relaxed);
     std::thread::sleep(SETTLE);
+    lock(&s.latencies).clear();
+    s.measuring.store(
+        WINDOWS.fetch_add(1, Ordering::Relaxed) + 1,
+        Ordering::SeqCst,
+    );
     let (c0, e0, cpu0, sampler0, t0) = (
         s.done.load(Ordering::Relaxed),
         s.errors.load(Ordering::Relaxed),
@@ -323,6 +348,8 @@ fn window(s: &Running, length: Duration) -> anyhow::Result<Sample> {
         sampler_cpu_time(s.pid),
         Instant::now(),
     );
+    s.measuring.store(0, Ordering::SeqCst);
+    let mut lat = std::mem::take(&mut *lock(&s.latencies));
     s.active.store(false, Ordering::Relaxed);
     // Let the requests in flight finish before the JVM stops.
     std::thread::sleep(Duration::from_millis(50));
@@ -332,10 +359,13 @@ fn window(s: &Running, length: Duration) -> anyhow::Result<Sample> {
     let (Some(cpu0), Some(cpu1)) = (cpu0, cpu1) else {
         bail!("cannot read /proc/{}/stat: did the server exit?", s.pid);
     };
-    if c1 == c0 {
+    if c1 == c0 || lat.is_empty() {
         bail!("no request was answered in a window (port {})", s.port);
     }
+    lat.sort_unstable();
     Ok(Sample {
+        p50_us: percentile(&lat, 50.0) as f64 / 1e3,
+        p99_us: percentile(&lat, 99.0) as f64 / 1e3,
         requests: c1 - c0,
         errors: e1 - e0,
         elapsed: t1 - t0,
@@ -410,6 +440,8 @@ fn start(
         active: AtomicBool::new(false),
         done: AtomicU64::new(0),
         errors: AtomicU64::new(0),
+        measuring: AtomicU64::new(0),
+        latencies: Mutex::new(Vec::new()),
         running_ns: AtomicU64::new(0),
     })
 }
@@ -516,15 +548,35 @@ fn client(s: &Running, id: u64, stop: &AtomicBool) {
             }
             n += 1;
             let req = format!("GET /quote?n={n} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+            let (sent, in_window) = (Instant::now(), s.measuring.load(Ordering::SeqCst));
             if out.write_all(req.as_bytes()).is_err() || read_response(&mut input).is_err() {
                 if !stop.load(Ordering::Relaxed) {
                     s.errors.fetch_add(1, Ordering::Relaxed);
                 }
                 break;
             }
+            let took = sent.elapsed();
             s.done.fetch_add(1, Ordering::Relaxed);
+            if in_window != 0 {
+                let mut lat = lock(&s.latencies);
+                // Checked under the lock, so the window's `take` sees
+                // every request that was answered in it, and no later one.
+                if s.measuring.load(Ordering::SeqCst) == in_window {
+                    lat.push(took.as_nanos() as u64);
+                }
+            }
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The nearest-rank `p`th percentile of sorted `xs` (not empty).
+fn percentile(xs: &[u64], p: f64) -> u64 {
+    let rank = ((p / 100.0) * xs.len() as f64).ceil() as usize;
+    xs[rank.clamp(1, xs.len()) - 1]
 }
 
 /// Reads one HTTP/1.1 response with a Content-Length body.
@@ -627,9 +679,13 @@ struct Medians {
     rate: Option<f64>,
     cpu_per_request: Option<f64>,
     cores: Option<f64>,
+    p50: Option<f64>,
+    p99: Option<f64>,
     /// Median over rounds of the round's ratio to the baseline's window.
     rate_ratio: Option<f64>,
     cpu_ratio: Option<f64>,
+    p50_ratio: Option<f64>,
+    p99_ratio: Option<f64>,
 }
 
 fn medians(r: &Row, base: &Row) -> Medians {
@@ -647,8 +703,12 @@ fn medians(r: &Row, base: &Row) -> Medians {
         rate: median(r.samples.iter().map(Sample::rate).collect()),
         cpu_per_request: median(r.samples.iter().map(Sample::cpu_us_per_request).collect()),
         cores: median(r.samples.iter().map(Sample::cores).collect()),
+        p50: median(r.samples.iter().map(Sample::p50).collect()),
+        p99: median(r.samples.iter().map(Sample::p99).collect()),
         rate_ratio: paired(Sample::rate),
         cpu_ratio: paired(Sample::cpu_us_per_request),
+        p50_ratio: paired(Sample::p50),
+        p99_ratio: paired(Sample::p99),
     }
 }
 
@@ -681,6 +741,10 @@ fn report_text(a: &ServerArgs<'_>, rows: &[Row], load: (Option<f64>, Option<f64>
         "windows",
         "req/s",
         "×plain",
+        "p50 µs",
+        "×plain",
+        "p99 µs",
+        "×plain",
         "cpu µs/req",
         "×plain",
         "cores",
@@ -689,6 +753,7 @@ fn report_text(a: &ServerArgs<'_>, rows: &[Row], load: (Option<f64>, Option<f64>
         "ticks/s",
     ];
     let f = |x: Option<f64>, p: usize| x.map_or("—".to_string(), |x| format!("{x:.p$}"));
+    let times = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.3}×"));
     let mut table = Vec::new();
     let mut notes = Vec::new();
     for r in rows {
@@ -708,9 +773,13 @@ fn report_text(a: &ServerArgs<'_>, rows: &[Row], load: (Option<f64>, Option<f64>
             r.config.name.to_string(),
             r.samples.len().to_string(),
             f(m.rate, 0),
-            m.rate_ratio.map_or("—".into(), |x| format!("{x:.3}×")),
+            times(m.rate_ratio),
+            f(m.p50, 0),
+            times(m.p50_ratio),
+            f(m.p99, 0),
+            times(m.p99_ratio),
             f(m.cpu_per_request, 1),
-            m.cpu_ratio.map_or("—".into(), |x| format!("{x:.3}×")),
+            times(m.cpu_ratio),
             f(m.cores, 2),
             f(
                 median(
@@ -733,7 +802,9 @@ fn report_text(a: &ServerArgs<'_>, rows: &[Row], load: (Option<f64>, Option<f64>
         }
     }
     o.push_str(
-        "\nreq/s = requests answered in the window; cpu µs/req = the server JVM's CPU time \
+        "\nreq/s = requests answered in the window; p50, p99 µs = percentiles of the \
+         latency (request written to answer read) of the requests sent and answered in \
+         the window; cpu µs/req = the server JVM's CPU time \
          (all threads) in the window per request; cores = its CPU time over the window; \
          sampler %cpu = the vmview-sampler thread's CPU time over the window \
          (percent of one core); samples, ticks/s = SAMPLE events of the vmview server's \
@@ -766,6 +837,12 @@ fn report_json(a: &ServerArgs<'_>, rows: &[Row], load: (Option<f64>, Option<f64>
                 "cpu_us_per_request": m.cpu_per_request,
                 "cpu_us_per_request_all": r.samples.iter().map(Sample::cpu_us_per_request).collect::<Vec<_>>(),
                 "cpu_us_per_request_ratio": m.cpu_ratio,
+                "p50_us": m.p50,
+                "p50_us_all": r.samples.iter().map(Sample::p50).collect::<Vec<_>>(),
+                "p50_ratio": m.p50_ratio,
+                "p99_us": m.p99,
+                "p99_us_all": r.samples.iter().map(Sample::p99).collect::<Vec<_>>(),
+                "p99_ratio": m.p99_ratio,
                 "cores": m.cores,
                 "sampler_cpu_percent": median(r.samples.iter().filter_map(Sample::sampler_percent).collect()),
                 "errors": r.samples.iter().map(|s| s.errors).sum::<u64>(),
@@ -787,6 +864,14 @@ mod tests {
         for (i, c) in SERVER_CONFIGS.iter().enumerate() {
             assert!(SERVER_CONFIGS[..i].iter().all(|o| o.name != c.name));
         }
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let xs: Vec<u64> = (1..=200).collect();
+        assert_eq!(percentile(&xs, 50.0), 100);
+        assert_eq!(percentile(&xs, 99.0), 198);
+        assert_eq!(percentile(&[7], 99.0), 7);
     }
 
     #[test]
