@@ -16,7 +16,7 @@
 use crate::agent::{self, Agent};
 use crate::jvmti::Jni;
 use crate::sys;
-use vmview_format::{EventKind, Loc, MethodId};
+use vmview_format::{EventKind, Loc, MethodId, StackId};
 use vmview_options::EventGroup;
 
 /// Whether the recording asks for allocation samples.
@@ -70,24 +70,35 @@ unsafe extern "C" fn sampled_object_alloc(
         }
         // SAFETY: the JVM passes the allocating thread's JNIEnv.
         let jni = unsafe { Jni::new(jni) };
-        let frames = match agent.jvmti.own_stack(crate::sampler::MAX_DEPTH as usize) {
-            Ok(f) => f,
-            Err(e) => {
-                agent.problems.jvmti(e);
-                return;
-            }
+        let Some(stack) = own_stack(agent, jni) else {
+            return;
         };
-        let mut stack: Vec<(MethodId, Loc)> = Vec::with_capacity(frames.len());
-        for f in &frames {
-            let info = agent.methods.get(agent, jni, f.method);
-            let id = info.symbol(agent, jni, f.method);
-            stack.push((id, info.loc(agent, f.method, f.location)));
-        }
         let kind = EventKind::AllocSample {
             class: crate::classes::name(agent, class),
             size: u64::try_from(size).unwrap_or(0),
-            stack: agent.symbols.stack(&stack),
+            stack,
         };
         crate::threads::with_state(agent, Some((jni, thread)), |s| s.emit(agent, time, kind));
     });
+}
+
+/// The calling thread's own stack (JVMTI `GetStackTrace`, at most the
+/// sampler's depth), its methods resolved and the stack interned; `None`
+/// when JVMTI refuses, which is reported. Allocation samples and pinned
+/// parks both take it this way.
+pub(crate) fn own_stack(agent: &Agent, jni: Jni) -> Option<StackId> {
+    let frames = match agent.jvmti.own_stack(crate::sampler::MAX_DEPTH as usize) {
+        Ok(f) => f,
+        Err(e) => {
+            agent.problems.jvmti(e);
+            return None;
+        }
+    };
+    let mut stack: Vec<(MethodId, Loc)> = Vec::with_capacity(frames.len());
+    for f in &frames {
+        let info = agent.methods.get(agent, jni, f.method);
+        let id = info.symbol(agent, jni, f.method);
+        stack.push((id, info.loc(agent, f.method, f.location)));
+    }
+    Some(agent.symbols.stack(&stack))
 }

@@ -34,7 +34,7 @@ use std::sync::Mutex;
 use crate::agent::{self, Agent};
 use crate::jvmti::Jni;
 use crate::sys;
-use vmview_format::{EventKind, Loc, MethodId, StackId};
+use vmview_format::{EventKind, StackId};
 use vmview_options::EventGroup;
 
 /// `VirtualThread.parkOnCarrierThread`, once its breakpoints are set.
@@ -168,20 +168,9 @@ unsafe extern "C" fn breakpoint(
         // SAFETY: the JVM passes the current thread's JNIEnv.
         let jni = unsafe { Jni::new(jni) };
         if location == 0 {
-            let frames = match agent.jvmti.own_stack(crate::sampler::MAX_DEPTH as usize) {
-                Ok(f) => f,
-                Err(e) => {
-                    agent.problems.jvmti(e);
-                    return;
-                }
+            let Some(stack) = crate::alloc_sampler::own_stack(agent, jni) else {
+                return;
             };
-            let mut stack: Vec<(MethodId, Loc)> = Vec::with_capacity(frames.len());
-            for f in &frames {
-                let info = agent.methods.get(agent, jni, f.method);
-                let id = info.symbol(agent, jni, f.method);
-                stack.push((id, info.loc(agent, f.method, f.location)));
-            }
-            let stack = agent.symbols.stack(&stack);
             let generation = GENERATION.load(Ordering::Acquire);
             PARK.with(|p| p.set(Some((generation, time, stack))));
             return;
