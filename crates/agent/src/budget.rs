@@ -126,6 +126,9 @@ pub struct Budget {
     pub last_bp: AtomicU64,
     /// The highest estimate seen.
     pub peak_bp: AtomicU64,
+    /// The estimate over the whole recording so far: all estimated
+    /// tracing time over all the program's own CPU time.
+    pub run_bp: AtomicU64,
     report: Mutex<Vec<Demoted>>,
     /// Whether the estimate ever passed the budget where nothing could be
     /// demoted (jvmti mode).
@@ -151,6 +154,7 @@ impl Budget {
             demoted: RwLock::new(HashMap::new()),
             last_bp: AtomicU64::new(0),
             peak_bp: AtomicU64::new(0),
+            run_bp: AtomicU64::new(0),
             report: Mutex::new(Vec::new()),
             could_not_demote: AtomicBool::new(false),
             state: Mutex::new((false, false)),
@@ -412,6 +416,12 @@ struct Loop {
     ticks: u32,
     /// Estimated tracing time so far, ns.
     spent_ns: f64,
+    /// The program's own CPU time so far (the process's, less the
+    /// estimated tracing time), ns.
+    program_ns: f64,
+    /// The agent's own threads' CPU time.
+    own_cpu: crate::own_cpu::OwnCpu,
+    prev_own_ns: u64,
     /// Whether the budget ever had to act (or would have, in jvmti mode):
     /// only then are METHOD_COUNTS written, so a recording within its
     /// budget has no event of the budget's.
@@ -434,6 +444,9 @@ impl Loop {
             demote: can_demote(agent),
             ticks: 0,
             spent_ns: 0.0,
+            program_ns: 0.0,
+            own_cpu: crate::own_cpu::OwnCpu::default(),
+            prev_own_ns: 0,
             engaged: false,
         }
     }
@@ -518,11 +531,23 @@ impl Loop {
             0 => DEFAULT_CALL_COST_PS,
             c => c,
         };
-        let cost_ns = cost_ps as f64 / 1000.0;
         let total: u64 = deltas.iter().map(|d| d.1).sum();
-        let bp = overhead_bp(total as f64 * cost_ns, cpu_ns);
-        self.spent_ns += total as f64 * cost_ns;
+        // The agent's own threads (the writer above all) work for the
+        // traced calls: their measured CPU time is spread over the calls
+        // of the interval, so that demoting a method also saves its share.
+        let own = self.own_cpu.total_ns();
+        let own_ns = own.saturating_sub(self.prev_own_ns) as f64;
+        self.prev_own_ns = own;
+        let cost_ns = cost_ps as f64 / 1000.0 + own_ns / (total.max(1) as f64);
+        let tracing_ns = (total as f64 * cost_ns).max(own_ns);
+        let bp = overhead_bp(tracing_ns, cpu_ns);
+        self.spent_ns += tracing_ns;
+        self.program_ns += (cpu_ns - tracing_ns).max(0.0);
         b.last_bp.store(bp, Ordering::Relaxed);
+        b.run_bp.store(
+            overhead_bp(self.spent_ns, self.spent_ns + self.program_ns),
+            Ordering::Relaxed,
+        );
         b.peak_bp.fetch_max(bp, Ordering::Relaxed);
         self.ticks = self.ticks.wrapping_add(1);
         let over = bp > u64::from(limit_bp)
@@ -659,7 +684,7 @@ impl Loop {
                 .map(|d| (d.method, d.counted))
                 .collect()
         };
-        let overhead_bp = b.last_bp.load(Ordering::Relaxed);
+        let overhead_bp = b.run_bp.load(Ordering::Relaxed);
         self.push(
             jni,
             clock::now_ns(),

@@ -40,6 +40,7 @@ mod control;
 mod jvmti;
 mod methods;
 mod metrics;
+mod own_cpu;
 mod pinning;
 mod problems;
 mod reactions;

@@ -46,11 +46,11 @@ pub struct TraceStats {
     pub gc_total_ns: u64,
     /// Events the agent dropped: the sum of the DROPPED records' counts.
     pub dropped: u64,
-    /// The overhead budget's reports (METHOD_COUNTS events) and the sum of
-    /// their estimates, basis points: their mean is the budget's estimate
-    /// of the tracer's overhead over the time it reported.
+    /// The overhead budget's reports (METHOD_COUNTS events), and the
+    /// estimate of the last one, basis points: the budget's estimate of
+    /// the tracer's overhead over the whole recording.
     pub budget_reports: u64,
-    pub budget_bp_sum: u64,
+    pub budget_bp: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -187,7 +187,8 @@ pub struct StatsBuilder {
     gc_total_ns: u64,
     dropped: u64,
     budget_reports: u64,
-    budget_bp_sum: u64,
+    /// The last METHOD_COUNTS' time and estimate.
+    budget_last: Option<(u64, u64)>,
     /// A partial builder ([`StatsBuilder::partial`]): the threads' stacks
     /// are only what this part of the trace opened, and what needs the
     /// frames opened before it is deferred to [`StatsBuilder::merge`].
@@ -385,7 +386,9 @@ impl EventSink for StatsBuilder {
                 overhead_bp,
             } => {
                 self.budget_reports += 1;
-                self.budget_bp_sum = self.budget_bp_sum.saturating_add(*overhead_bp);
+                if self.budget_last.is_none_or(|(t, _)| t <= ev.time_ns) {
+                    self.budget_last = Some((ev.time_ns, *overhead_bp));
+                }
                 // Running totals: the largest is the latest.
                 for (method, n) in counts {
                     let m = method_acc(&mut self.methods, *method, syms);
@@ -582,7 +585,11 @@ impl StatsBuilder {
         self.gc_total_ns = self.gc_total_ns.saturating_add(part.gc_total_ns);
         self.dropped = self.dropped.saturating_add(part.dropped);
         self.budget_reports += part.budget_reports;
-        self.budget_bp_sum = self.budget_bp_sum.saturating_add(part.budget_bp_sum);
+        if let Some((t, bp)) = part.budget_last {
+            if self.budget_last.is_none_or(|(mine, _)| mine <= t) {
+                self.budget_last = Some((t, bp));
+            }
+        }
     }
 
     /// Resolves names and sorts. Ties sort by name so output is stable.
@@ -670,7 +677,7 @@ impl StatsBuilder {
             gc_total_ns: self.gc_total_ns,
             dropped: self.dropped,
             budget_reports: self.budget_reports,
-            budget_bp_sum: self.budget_bp_sum,
+            budget_bp: self.budget_last.map(|(_, bp)| bp),
         }
     }
 }

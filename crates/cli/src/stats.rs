@@ -405,7 +405,7 @@ fn render_json(args: &StatsArgs, s: &TraceStats, f: &FileFacts) -> serde_json::R
         "budget": {
             "demoted": s.methods.iter().filter(|m| m.demoted).count(),
             "reports": s.budget_reports,
-            "estimated_overhead_bp": (s.budget_reports > 0).then(|| s.budget_bp_sum / s.budget_reports),
+            "estimated_overhead_bp": s.budget_bp,
         },
         "events_by_type": s.events_by_type.iter().map(|(t, n)| (t.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
         "threads": to_value(&s.threads)?,

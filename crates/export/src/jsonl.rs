@@ -32,7 +32,7 @@
 //! | PERIOD_END | `period` |
 //! | CALIBRATION | `record` (event type measured, `*` for any), `cost_ps` (picoseconds per record) |
 //! | DEMOTION | `class`, `method`, `sig`, `rate_per_s`, `mean_ns`, `before_bp`, `after_bp` (estimated overhead, basis points), `counted` |
-//! | METHOD_COUNTS | `overhead_bp` (estimated, last interval), `counts` (`[["Class.method(sig)", count], …]`, running totals since each demotion) |
+//! | METHOD_COUNTS | `overhead_bp` (estimated, whole recording so far), `counts` (`[["Class.method(sig)", count], …]`, running totals since each demotion) |
 //! | MONITOR_ENTER, MONITOR_EXIT | `monitor`, `depth` (of the frame holding it) |
 //! | FOREIGN | `name` (the source's event type, `jdk.CPULoad`), `fields` (an object of the source's fields, each value a string) |
 //! | SAMPLE | `state` (`RUN`, `IO`, `WAIT`, `BLOCKED`, `SLEEP`), `stack` (frames top first: `{"class", "method", "line"}`, `line` `null` when unknown), `monitors` (`{"monitor", "depth"}`, depth 0 = top frame) |
