@@ -70,7 +70,7 @@ pub struct Agent {
     /// Events written so far (for `vmview attach PID status`).
     pub written: AtomicU64,
     /// The stack sampler's stop flag.
-    pub sampler: crate::sampler::Control,
+    pub sampler: crate::agent_thread::AgentThread,
     /// The handler methods `reactions` chose to instrument.
     pub reactions: crate::reactions::Selection,
     /// The overhead budget (`budget=`): per-method rates, demotions.

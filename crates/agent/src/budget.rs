@@ -44,7 +44,7 @@ use crate::sys;
 use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, RwLock};
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 use vmview_classfile::Hooks;
 use vmview_format::{Event, EventKind, MethodId, ThreadRef};
@@ -133,9 +133,7 @@ pub struct Budget {
     /// Whether the estimate ever passed the budget where nothing could be
     /// demoted (jvmti mode).
     could_not_demote: AtomicBool,
-    state: Mutex<(bool, bool)>,
-    wake: Condvar,
-    started: AtomicBool,
+    thread: crate::agent_thread::AgentThread,
 }
 
 impl Budget {
@@ -157,9 +155,7 @@ impl Budget {
             run_bp: AtomicU64::new(0),
             report: Mutex::new(Vec::new()),
             could_not_demote: AtomicBool::new(false),
-            state: Mutex::new((false, false)),
-            wake: Condvar::new(),
-            started: AtomicBool::new(false),
+            thread: Default::default(),
         }
     }
 
@@ -239,52 +235,16 @@ fn can_demote(agent: &Agent) -> bool {
 
 /// Starts the budget's thread (at VMInit, after the calibration).
 pub fn start(agent: &'static Agent, jni: Jni) {
-    let thread = jni.new_thread(c"vmview-budget");
-    if thread.is_null() {
-        agent
-            .problems
-            .capture(|| "cannot create the overhead budget's java.lang.Thread".to_string());
-        return;
-    }
-    agent.budget.started.store(true, Ordering::Release);
-    let arg: *const Agent = agent;
-    if let Err(e) = agent
-        .jvmti
-        .run_agent_thread(thread.get(), Some(budget_main), arg.cast())
-    {
-        agent.problems.jvmti(e);
-        mark_exited(agent);
-    }
+    agent
+        .budget
+        .thread
+        .start(agent, jni, c"vmview-budget", "overhead budget", budget_main);
 }
 
 /// Stops the thread and waits (bounded) until it wrote its last
 /// METHOD_COUNTS: call before the writer's last drain.
 pub fn stop(agent: &Agent) {
-    let b = &agent.budget;
-    if !b.started.load(Ordering::Acquire) {
-        return;
-    }
-    let mut st = b.state.lock().unwrap_or_else(|e| e.into_inner());
-    st.0 = true;
-    b.wake.notify_all();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !st.1 {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        st = b
-            .wake
-            .wait_timeout(st, left)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    }
-}
-
-fn mark_exited(agent: &Agent) {
-    let b = &agent.budget;
-    b.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
-    b.wake.notify_all();
+    agent.budget.thread.stop(Duration::from_secs(5));
 }
 
 unsafe extern "C" fn budget_main(
@@ -304,7 +264,7 @@ unsafe extern "C" fn budget_main(
             Loop::new(agent).run(jni);
         }
     });
-    mark_exited(agent);
+    agent.budget.thread.exited();
 }
 
 #[repr(C)]
@@ -465,23 +425,7 @@ impl Loop {
 
     /// Waits `d` or until asked to stop; true when stopping.
     fn wait(&self, d: Duration) -> bool {
-        let b = &self.agent.budget;
-        let until = Instant::now() + d;
-        let mut st = b.state.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if st.0 {
-                return true;
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            st = b
-                .wake
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        self.agent.budget.thread.wait_until(Instant::now() + d)
     }
 
     fn own_thread(&mut self, jni: Jni) -> ThreadRef {

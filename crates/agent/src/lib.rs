@@ -27,6 +27,7 @@
 //! [`clock`].
 
 mod agent;
+mod agent_thread;
 mod alloc_sampler;
 mod app;
 mod budget;

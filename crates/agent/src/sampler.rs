@@ -34,8 +34,8 @@ use crate::clock;
 use crate::jvmti::{Jni, LocalRef, StackTrace};
 use crate::methods::{MethodInfo, PtrMap};
 use crate::sys;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vmview_format::{Event, EventKind, Loc, MethodId, Monitor, StackId, ThreadRef, ThreadState};
 use vmview_options::{ClassFilter, EventGroup, TracePeriod};
@@ -57,16 +57,6 @@ const JOIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub use vmview_options::{BUILTIN_IO, BUILTIN_WAIT};
 
-/// Stop flag and "has exited" flag, shared with the agent thread. Each
-/// recording has its own (`Agent::sampler`), so a recording started after
-/// another one stopped gets a fresh sampler.
-#[derive(Default)]
-pub struct Control {
-    state: Mutex<(bool, bool)>,
-    wake: Condvar,
-    started: AtomicBool,
-}
-
 /// Whether the recording needs the sampler thread: for samples, or for
 /// the periods of `period=` when calls are traced.
 pub fn wanted(agent: &Agent, calls: bool) -> bool {
@@ -75,54 +65,16 @@ pub fn wanted(agent: &Agent, calls: bool) -> bool {
 
 /// Starts the sampler thread (at VMInit). Problems are counted, never fatal.
 pub fn start(agent: &'static Agent, jni: Jni) {
-    agent.sampler.started.store(true, Ordering::Release);
-    let thread = jni.new_thread(c"vmview-sampler");
-    if thread.is_null() {
-        agent
-            .problems
-            .capture(|| "cannot create the sampler's java.lang.Thread".to_string());
-        mark_exited(agent);
-        return;
-    }
-    let arg: *const Agent = agent;
-    if let Err(e) = agent
-        .jvmti
-        .run_agent_thread(thread.get(), Some(sampler_main), arg.cast())
-    {
-        agent.problems.jvmti(e);
-        mark_exited(agent);
-    }
+    agent
+        .sampler
+        .start(agent, jni, c"vmview-sampler", "sampler", sampler_main);
 }
 
 /// Stops the sampler and waits (bounded) until it has left its loop, so no
 /// SAMPLE is pushed after the writer's last drain. Without a sampler
 /// thread (no `samples`, or not started yet), returns at once.
 pub fn stop(agent: &Agent) {
-    let c = &agent.sampler;
-    if !c.started.load(Ordering::Acquire) {
-        return;
-    }
-    let mut st = c.state.lock().unwrap_or_else(|e| e.into_inner());
-    st.0 = true;
-    c.wake.notify_all();
-    let deadline = Instant::now() + JOIN_TIMEOUT;
-    while !st.1 {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        st = c
-            .wake
-            .wait_timeout(st, left)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    }
-}
-
-fn mark_exited(agent: &Agent) {
-    let c = &agent.sampler;
-    c.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
-    c.wake.notify_all();
+    agent.sampler.stop(JOIN_TIMEOUT);
 }
 
 unsafe extern "C" fn sampler_main(
@@ -142,7 +94,7 @@ unsafe extern "C" fn sampler_main(
             Sampler::new(agent).run(jni);
         }
     });
-    mark_exited(agent);
+    agent.sampler.exited();
 }
 
 /// What the sampler keeps per jmethodID.
@@ -288,22 +240,7 @@ impl Sampler {
 
     /// Waits until `next` or the stop request; true when stopping.
     fn wait_until(&self, next: Instant) -> bool {
-        let c = &self.agent.sampler;
-        let mut st = c.state.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if st.0 {
-                return true;
-            }
-            let left = next.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            st = c
-                .wake
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        self.agent.sampler.wait_until(next)
     }
 
     /// Begins the next period or ends the current one, and sets the time
