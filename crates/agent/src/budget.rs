@@ -42,7 +42,6 @@ use crate::clock;
 use crate::jvmti::Jni;
 use crate::sys;
 use std::collections::HashMap;
-use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -267,30 +266,9 @@ unsafe extern "C" fn budget_main(
     agent.budget.thread.exited();
 }
 
-#[repr(C)]
-struct Timespec {
-    tv_sec: i64,
-    tv_nsec: i64,
-}
-
-extern "C" {
-    fn clock_gettime(clock: c_int, ts: *mut Timespec) -> c_int;
-}
-
 /// The process's CPU time, ns (every thread, user + system).
 fn process_cpu_ns() -> u64 {
-    const CLOCK_PROCESS_CPUTIME_ID: c_int = 2;
-    let mut ts = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer for the call.
-    if unsafe { clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &mut ts) } != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
+    clock::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID).unwrap_or(0)
 }
 
 /// The estimated overhead of `tracing_ns` of tracer time in an interval

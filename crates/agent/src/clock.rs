@@ -156,6 +156,27 @@ pub fn local_utc_offset(unix_secs: i64) -> i64 {
     }
 }
 
+/// The time of the POSIX clock `clock` (a CPU clock: the process's, the
+/// calling thread's, or another thread's), ns; `None` when there is no
+/// such clock (a thread that has exited).
+#[inline]
+pub fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; a bad clock id is an error
+    // return.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(
+        (ts.tv_sec as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(ts.tv_nsec as u64),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

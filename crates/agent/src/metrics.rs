@@ -23,38 +23,18 @@
 
 use crate::agent::Agent;
 use crate::jvmti::Jni;
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_void, CStr};
 use std::sync::OnceLock;
 use vmview_format::Metrics;
 
-#[repr(C)]
-struct Timespec {
-    tv_sec: i64,
-    tv_nsec: i64,
-}
-
 extern "C" {
-    fn clock_gettime(clock: c_int, ts: *mut Timespec) -> c_int;
     fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
 }
-
-/// Linux's number for `CLOCK_THREAD_CPUTIME_ID`.
-const CLOCK_THREAD_CPUTIME_ID: c_int = 3;
 
 /// The calling thread's CPU time, ns (user + system).
 #[inline]
 pub fn thread_cpu_ns() -> u64 {
-    let mut ts = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer for the call.
-    if unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
+    crate::clock::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
 }
 
 /// Where HotSpot keeps a thread's allocation counter, as byte offsets.

@@ -10,39 +10,19 @@
 //! this, between ticks: it may read files.
 
 use std::collections::HashMap;
-use std::ffi::c_int;
 
 /// The name of the threads counted (a prefix).
 const PREFIX: &[u8] = b"vmview-writer";
 
-#[repr(C)]
-struct Timespec {
-    tv_sec: i64,
-    tv_nsec: i64,
-}
-
-extern "C" {
-    fn clock_gettime(clock: c_int, ts: *mut Timespec) -> c_int;
-}
-
 /// The CPU clock of thread `tid` of this process (Linux's
 /// `MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`).
-fn thread_clock(tid: i32) -> c_int {
+fn thread_clock(tid: i32) -> libc::clockid_t {
     ((!tid) << 3) | 6
 }
 
 /// CPU time of thread `tid`, ns; `None` once it has exited.
 fn thread_cpu_ns(tid: i32) -> Option<u64> {
-    let mut ts = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer; an invalid clock id is an error
-    // return, not undefined behaviour.
-    if unsafe { clock_gettime(thread_clock(tid), &mut ts) } != 0 {
-        return None;
-    }
-    Some((ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64)
+    crate::clock::clock_ns(thread_clock(tid))
 }
 
 /// Running total of the agent threads' CPU time.
@@ -122,14 +102,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     fn own_thread_cpu_ns() -> u64 {
-        const CLOCK_THREAD_CPUTIME_ID: c_int = 3;
-        let mut ts = Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: a valid out-pointer.
-        unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+        crate::clock::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap()
     }
 
     #[test]
