@@ -744,11 +744,7 @@ impl<R: Read + Seek> JfrReader<R> {
             // it stands for, as an ALLOC_SAMPLE's size does.
             Kind::AllocSample => {
                 let thread = event_thread.unwrap_or_else(|| self.jvm_thread());
-                let class = chunk
-                    .field(v, "objectClass")
-                    .map(|c| self.class_name(chunk, c))
-                    .unwrap_or_else(|| "?".to_string());
-                let class = self.interner.string(&mut self.symbols, &class);
+                let class = self.class_field(chunk, v, "objectClass");
                 let size = chunk
                     .field(v, "weight")
                     .and_then(|w| chunk.int(w))
@@ -767,11 +763,7 @@ impl<R: Read + Seek> JfrReader<R> {
             }
             Kind::Throw => {
                 let thread = event_thread.unwrap_or_else(|| self.jvm_thread());
-                let class = chunk
-                    .field(v, "thrownClass")
-                    .map(|c| self.class_name(chunk, c))
-                    .unwrap_or_else(|| "?".to_string());
-                let exception = self.interner.string(&mut self.symbols, &class);
+                let exception = self.class_field(chunk, v, "thrownClass");
                 let message = chunk
                     .field(v, "message")
                     .and_then(|m| chunk.string(m))
@@ -1022,17 +1014,24 @@ impl<R: Read + Seek> JfrReader<R> {
         java_class_name(name)
     }
 
-    fn monitor(&mut self, chunk: &Chunk, v: &Value) -> Monitor {
+    /// The interned Java name of the class in event field `field` ("?"
+    /// without one).
+    fn class_field(&mut self, chunk: &Chunk, v: &Value, field: &str) -> StringId {
         let class = chunk
-            .field(v, "monitorClass")
+            .field(v, field)
             .map(|c| self.class_name(chunk, c))
             .unwrap_or_else(|| "?".to_string());
+        self.interner.string(&mut self.symbols, &class)
+    }
+
+    fn monitor(&mut self, chunk: &Chunk, v: &Value) -> Monitor {
+        let class = self.class_field(chunk, v, "monitorClass");
         let address = chunk
             .field(v, "address")
             .and_then(|a| chunk.int(a))
             .unwrap_or(0) as u64;
         Monitor {
-            class: self.interner.string(&mut self.symbols, &class),
+            class,
             hash: (address ^ (address >> 32)) as u32,
         }
     }
