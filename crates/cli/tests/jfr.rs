@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::support::{classes, jsonl, of_type, path_str, run, scratch};
+use crate::support::{
+    assert_fx_reactions_handlers, classes, jsonl, of_type, path_str, run, scratch,
+};
 
 /// The `java` on PATH (JDK 17, as everywhere in these tests) and the `jfr`
 /// beside it.
@@ -536,22 +538,7 @@ fn reactions_finds_the_queue_handler_from_jfr_park_events() {
         &["4000"],
     );
     let (doc, err) = reactions_json(&rec, &[]);
-    let handlers = doc["handlers"].as_array().expect("handlers");
-    let handler = |method: &str| {
-        handlers
-            .iter()
-            .find(|h| h["method"] == method)
-            .unwrap_or_else(|| panic!("{method} is not a handler: {doc:#}"))
-    };
-    let order = handler("handleOrder");
-    assert_eq!(order["class"], "fx.Reactions$OrderLoop");
-    assert_eq!(order["type"], "NODE_WAIT");
-    assert_eq!(order["loop"]["method"], "run");
-    assert_eq!(order["threads"][0]["thread"], "orders");
-    let msg = handler("onMessage");
-    assert_eq!(msg["class"], "fx.Reactions$Server");
-    assert_eq!(msg["type"], "NODE_IO");
-    assert_eq!(msg["threads"][0]["thread"], "server");
+    assert_fx_reactions_handlers(&doc);
     let callbacks = doc["callbacks"].as_array().expect("callbacks");
     assert!(
         callbacks

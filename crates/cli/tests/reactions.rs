@@ -141,21 +141,8 @@ fn reactions(args: &[&str]) -> String {
 #[test]
 fn reactions_find_the_queue_and_socket_handlers_and_the_comparator_callback() {
     let doc: Value = serde_json::from_str(&reactions(&["--format", "json"])).expect("JSON");
+    assert_fx_reactions_handlers(&doc);
     let handlers = doc["handlers"].as_array().expect("handlers");
-    let handler = |method: &str| {
-        handlers
-            .iter()
-            .find(|h| h["method"] == method)
-            .unwrap_or_else(|| panic!("{method} is not a handler: {handlers:#?}"))
-    };
-    let order = handler("handleOrder");
-    assert_eq!(order["class"], "fx.Reactions$OrderLoop");
-    assert_eq!(order["type"], "NODE_WAIT");
-    assert_eq!(order["loop"]["method"], "run");
-    assert_eq!(order["threads"][0]["thread"], "orders");
-    let msg = handler("onMessage");
-    assert_eq!(msg["type"], "NODE_IO");
-    assert_eq!(msg["threads"][0]["thread"], "server");
     for h in handlers {
         assert!(h["run"].as_u64().unwrap() >= 5, "min-samples cut-off: {h}");
         assert!(

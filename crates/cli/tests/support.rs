@@ -219,3 +219,28 @@ pub fn find<'a>(events: &'a [Value], ty: &str, method: &str) -> &'a Value {
         .find(|e| e["type"] == ty && e["method"] == method)
         .unwrap_or_else(|| panic!("no {ty} event for method {method}"))
 }
+
+/// The handler `method` of a `vmview reactions --format json` document.
+pub fn handler<'a>(doc: &'a Value, method: &str) -> &'a Value {
+    doc["handlers"]
+        .as_array()
+        .expect("handlers")
+        .iter()
+        .find(|h| h["method"] == method)
+        .unwrap_or_else(|| panic!("{method} is not a handler: {doc:#}"))
+}
+
+/// What reactions must find in `fx.Reactions`, however its samples were
+/// taken: the queue handler `handleOrder`, waiting, in its loop's `run` on
+/// thread "orders", and the socket handler `onMessage` on thread "server".
+pub fn assert_fx_reactions_handlers(doc: &Value) {
+    let order = handler(doc, "handleOrder");
+    assert_eq!(order["class"], "fx.Reactions$OrderLoop");
+    assert_eq!(order["type"], "NODE_WAIT");
+    assert_eq!(order["loop"]["method"], "run");
+    assert_eq!(order["threads"][0]["thread"], "orders");
+    let msg = handler(doc, "onMessage");
+    assert_eq!(msg["class"], "fx.Reactions$Server");
+    assert_eq!(msg["type"], "NODE_IO");
+    assert_eq!(msg["threads"][0]["thread"], "server");
+}
