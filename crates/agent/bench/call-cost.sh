@@ -16,7 +16,9 @@
 # the PATH (or VMVIEW=PATH) the median of events dropped per run is shown.
 # Configurations: args off; args on with two primitives in and one out
 # (step(long, int) long); "string": one String in (take(String, int)).
-# The v2 rows write trace format version 2 (format=2).
+# The v2 rows write trace format version 2 (format=2). Every agent run has
+# budget=off: the default budget would demote the measured method to a
+# call counter and the rows would measure the counter.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 agent="${1:-$here/../../../target/release/libvmview_agent.so}"
@@ -63,7 +65,7 @@ for ((r = 0; r < reps; r++)); do
     agentarg=(); javabin=java
     if [[ "$name" == jfr* || "$name" == *jdk25 ]]; then
       javabin="$java25"; [[ -n "$opts" ]] && agentarg=("$opts" -Xlog:jfr+startup=error)
-    elif [[ -n "$opts" ]]; then agentarg=("-agentpath:$agent=$opts,classes=CallCost,file=$out/t$r-$runs.vmv$bufopt,quiet"); fi
+    elif [[ -n "$opts" ]]; then agentarg=("-agentpath:$agent=$opts,classes=CallCost,budget=off,file=$out/t$r-$runs.vmv$bufopt,quiet"); fi
     trace="$out/t$r-$runs.vmv"
     read -r c1 w1 < <(env $envs "$javabin" "${agentarg[@]}" -cp "$out" CallCost "$n" "$work" $shape)
     # The JVM writes the end of its trace after printing: wait for it.

@@ -199,6 +199,20 @@ impl Buffers {
             self.count_drop(&slot);
             return;
         }
+        self.push_reserved(p, slot, extra);
+    }
+
+    /// Queues a slot that holds nothing on the heap ([`Slot::small_call`],
+    /// [`Slot::small_return`]): the call path's fast path.
+    #[inline]
+    pub fn push_small(&self, p: &mut Producer, slot: Slot) {
+        debug_assert_eq!(slot.heap_bytes(), 0);
+        self.push_reserved(p, slot, 0);
+    }
+
+    /// Queues `slot`, whose `extra` heap bytes are reserved already.
+    #[inline]
+    fn push_reserved(&self, p: &mut Producer, slot: Slot, extra: u64) {
         let capacity = p.block.as_ref().map_or(0, |b| b.capacity());
         if p.len == capacity {
             let Some(block) = self.new_block((capacity * 2).clamp(p.first, self.block)) else {

@@ -155,6 +155,68 @@ impl Slot {
         std::mem::size_of::<Event>() as u64 + heap_parts(ev)
     }
 
+    /// The slot of a CALL without arguments, caller or metrics, unless
+    /// `depth` is too deep for one. The call path's fast path: no
+    /// [`Event`] is built.
+    #[inline]
+    pub fn small_call(
+        time_ns: u64,
+        thread: ThreadRef,
+        method: MethodId,
+        depth: u32,
+    ) -> Option<Slot> {
+        (depth <= MAX_DEPTH).then_some(Slot {
+            time_ns,
+            elapsed_or_box: 0,
+            value: 0,
+            method: method.0,
+            thread: thread.0,
+            depth_tag: depth | CALL << 24,
+            class: 0,
+        })
+    }
+
+    /// The slot of a RETURN without metrics, unless its value needs a box
+    /// (a string, a boxed primitive) or `depth` is too deep for one.
+    #[inline]
+    pub fn small_return(
+        time_ns: u64,
+        thread: ThreadRef,
+        method: MethodId,
+        depth: u32,
+        elapsed_ns: u64,
+        outcome: &Outcome,
+    ) -> Option<Slot> {
+        let (tag, value, class) = match outcome {
+            Outcome::Void => (RETURN_VOID, 0, 0),
+            Outcome::Exception { class } => (RETURN_EXCEPTION, 0, class.0),
+            Outcome::Value(v) => match *v {
+                Value::Unavailable => (RETURN_UNAVAILABLE, 0, 0),
+                Value::Null => (RETURN_NULL, 0, 0),
+                Value::Boolean(b) => (RETURN_BOOLEAN, u64::from(b), 0),
+                Value::Byte(b) => (RETURN_BYTE, b as u8 as u64, 0),
+                Value::Char(c) => (RETURN_CHAR, u64::from(c), 0),
+                Value::Short(s) => (RETURN_SHORT, s as u16 as u64, 0),
+                Value::Int(i) => (RETURN_INT, i as u32 as u64, 0),
+                Value::Long(l) => (RETURN_LONG, l as u64, 0),
+                Value::Float(f) => (RETURN_FLOAT, u64::from(f.to_bits()), 0),
+                Value::Double(d) => (RETURN_DOUBLE, d.to_bits(), 0),
+                Value::Object { class, hash } => (RETURN_OBJECT, u64::from(hash), class.0),
+                Value::Array { class, length } => (RETURN_ARRAY, u64::from(length), class.0),
+                Value::Str { .. } | Value::Boxed { .. } => return None,
+            },
+        };
+        (depth <= MAX_DEPTH).then_some(Slot {
+            time_ns,
+            elapsed_or_box: elapsed_ns,
+            value,
+            method: method.0,
+            thread: thread.0,
+            depth_tag: depth | tag << 24,
+            class,
+        })
+    }
+
     /// The slot of `ev` (its id is not kept: the writer numbers events).
     pub fn pack(ev: Event) -> Slot {
         let small = |tag: u32, method: MethodId, depth: u32| Slot {
@@ -208,32 +270,9 @@ impl Slot {
                 elapsed_ns,
                 metrics,
             } if no_metrics(metrics) => {
-                let (tag, value, class) = match outcome {
-                    Outcome::Void => (RETURN_VOID, 0, 0),
-                    Outcome::Exception { class } => (RETURN_EXCEPTION, 0, class.0),
-                    Outcome::Value(v) => match *v {
-                        Value::Unavailable => (RETURN_UNAVAILABLE, 0, 0),
-                        Value::Null => (RETURN_NULL, 0, 0),
-                        Value::Boolean(b) => (RETURN_BOOLEAN, u64::from(b), 0),
-                        Value::Byte(b) => (RETURN_BYTE, b as u8 as u64, 0),
-                        Value::Char(c) => (RETURN_CHAR, u64::from(c), 0),
-                        Value::Short(s) => (RETURN_SHORT, s as u16 as u64, 0),
-                        Value::Int(i) => (RETURN_INT, i as u32 as u64, 0),
-                        Value::Long(l) => (RETURN_LONG, l as u64, 0),
-                        Value::Float(f) => (RETURN_FLOAT, u64::from(f.to_bits()), 0),
-                        Value::Double(d) => (RETURN_DOUBLE, d.to_bits(), 0),
-                        Value::Object { class, hash } => (RETURN_OBJECT, u64::from(hash), class.0),
-                        Value::Array { class, length } => {
-                            (RETURN_ARRAY, u64::from(length), class.0)
-                        }
-                        Value::Str { .. } | Value::Boxed { .. } => (BOXED, 0, 0),
-                    },
-                };
-                if tag != BOXED && *depth <= MAX_DEPTH {
-                    let mut s = small(tag, *method, *depth);
-                    s.elapsed_or_box = *elapsed_ns;
-                    s.value = value;
-                    s.class = class;
+                if let Some(s) =
+                    Slot::small_return(ev.time_ns, ev.thread, *method, *depth, *elapsed_ns, outcome)
+                {
                     return s;
                 }
             }

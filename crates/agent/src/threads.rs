@@ -24,6 +24,7 @@ use crate::agent::Agent;
 use crate::buffers::Producer;
 use crate::jvmti::Jni;
 use crate::methods::{MethodInfo, PtrMap};
+use crate::slot::Slot;
 use crate::sys;
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
@@ -301,44 +302,10 @@ impl ThreadState {
     /// Queues an event of this thread, numbering the thread first if this
     /// is its first event.
     pub fn emit(&mut self, agent: &Agent, time_ns: u64, kind: EventKind) {
-        if self.muted {
-            agent.problems.virtual_unrecorded();
+        let Some(thread) = self.thread(agent) else {
             return;
-        }
-        let thread = match self.thread {
-            Some(t) => t,
-            None => {
-                if self.is_virtual && agent.symbols.threads_numbered() >= VIRTUAL_HANDLES {
-                    self.muted = true;
-                    agent.problems.virtual_unrecorded();
-                    return;
-                }
-                // JVMTI calls only: no callback can re-enter here.
-                let t = match self.java {
-                    Some((jni, t)) if t.is_null() => match agent.jvmti.current_thread(jni) {
-                        Ok(t) if !t.is_null() => agent.threads.thread_ref(agent, jni, t.get()),
-                        Ok(_) => agent.threads.vm_thread_ref(agent),
-                        Err(e) => {
-                            agent.problems.jvmti(e);
-                            agent.threads.vm_thread_ref(agent)
-                        }
-                    },
-                    Some((jni, t)) => agent.threads.thread_ref(agent, jni, t),
-                    None => agent.threads.vm_thread_ref(agent),
-                };
-                self.thread = Some(t);
-                t
-            }
         };
-        let is_virtual = self.is_virtual;
-        let buffer = self.buffer.get_or_insert_with(|| {
-            let mut b = agent.buffers.register();
-            if is_virtual {
-                // Thousands may start at once: small blocks first.
-                crate::buffers::Buffers::let_go(&mut b);
-            }
-            b
-        });
+        let buffer = self.buffer(agent);
         agent.buffers.push(
             buffer,
             Event {
@@ -348,6 +315,86 @@ impl ThreadState {
                 kind,
             },
         );
+    }
+
+    /// [`emit`](ThreadState::emit) for a CALL or RETURN that fits a small
+    /// slot: `make` builds the slot for the thread's handle, or gives back
+    /// the time and event when it does not fit. The call path's fast path,
+    /// with no [`Event`] built.
+    #[inline]
+    pub fn emit_small(
+        &mut self,
+        agent: &Agent,
+        make: impl FnOnce(ThreadRef) -> Result<Slot, (u64, EventKind)>,
+    ) {
+        let Some(thread) = self.thread(agent) else {
+            return;
+        };
+        let buffer = self.buffer(agent);
+        match make(thread) {
+            Ok(slot) => agent.buffers.push_small(buffer, slot),
+            Err((time_ns, kind)) => agent.buffers.push(
+                buffer,
+                Event {
+                    id: 0,
+                    time_ns,
+                    thread,
+                    kind,
+                },
+            ),
+        }
+    }
+
+    /// This thread's handle, numbered at its first event; `None` for a
+    /// virtual thread past [`VIRTUAL_HANDLES`] (its event is counted).
+    #[inline]
+    fn thread(&mut self, agent: &Agent) -> Option<ThreadRef> {
+        if self.muted {
+            agent.problems.virtual_unrecorded();
+            return None;
+        }
+        match self.thread {
+            Some(t) => Some(t),
+            None => self.number(agent),
+        }
+    }
+
+    #[cold]
+    fn number(&mut self, agent: &Agent) -> Option<ThreadRef> {
+        if self.is_virtual && agent.symbols.threads_numbered() >= VIRTUAL_HANDLES {
+            self.muted = true;
+            agent.problems.virtual_unrecorded();
+            return None;
+        }
+        // JVMTI calls only: no callback can re-enter here.
+        let t = match self.java {
+            Some((jni, t)) if t.is_null() => match agent.jvmti.current_thread(jni) {
+                Ok(t) if !t.is_null() => agent.threads.thread_ref(agent, jni, t.get()),
+                Ok(_) => agent.threads.vm_thread_ref(agent),
+                Err(e) => {
+                    agent.problems.jvmti(e);
+                    agent.threads.vm_thread_ref(agent)
+                }
+            },
+            Some((jni, t)) => agent.threads.thread_ref(agent, jni, t),
+            None => agent.threads.vm_thread_ref(agent),
+        };
+        self.thread = Some(t);
+        Some(t)
+    }
+
+    /// This thread's buffer, registered with the writer at its first event.
+    #[inline]
+    fn buffer(&mut self, agent: &Agent) -> &mut Producer {
+        let is_virtual = self.is_virtual;
+        self.buffer.get_or_insert_with(|| {
+            let mut b = agent.buffers.register();
+            if is_virtual {
+                // Thousands may start at once: small blocks first.
+                crate::buffers::Buffers::let_go(&mut b);
+            }
+            b
+        })
     }
 }
 

@@ -20,9 +20,10 @@ pub mod single_step;
 
 use crate::agent::Agent;
 use crate::jvmti::{Jni, Jvmti};
+use crate::slot::Slot;
 use crate::sys;
 use crate::threads::{OpenCall, ThreadState};
-use vmview_format::{EventKind, Loc, MethodId, Outcome, Value};
+use vmview_format::{EventKind, Loc, MethodId, Metrics, Outcome, Value};
 use vmview_options::CaptureMode;
 
 /// One way of observing calls of trace-class methods.
@@ -97,6 +98,22 @@ pub fn enter(
         return;
     }
     let metrics = crate::metrics::read(agent, state.jni());
+    if params.is_empty() && caller.is_none() && metrics == Metrics::NONE {
+        // The fast path: straight into a small slot.
+        state.emit_small(agent, |t| {
+            Slot::small_call(time_ns, t, method, depth).ok_or_else(|| {
+                let call = EventKind::Call {
+                    metrics,
+                    method,
+                    depth,
+                    caller: None,
+                    params: Vec::new(),
+                };
+                (time_ns, call)
+            })
+        });
+        return;
+    }
     state.emit(
         agent,
         time_ns,
@@ -170,6 +187,26 @@ pub fn exit_with(
             .unwrap_or_else(|| agent.symbols.string("java.lang.Throwable")),
     });
     let metrics = crate::metrics::read(agent, state.jni());
+    if metrics == Metrics::NONE {
+        // The fast path: a RETURN without a string or boxed value goes
+        // straight into a small slot.
+        state.emit_small(agent, move |t| {
+            match Slot::small_return(time_ns, t, method, depth, elapsed_ns, &outcome) {
+                Some(slot) => Ok(slot),
+                None => Err((
+                    time_ns,
+                    EventKind::Return {
+                        metrics,
+                        method,
+                        depth,
+                        outcome,
+                        elapsed_ns,
+                    },
+                )),
+            }
+        });
+        return;
+    }
     state.emit(
         agent,
         time_ns,
