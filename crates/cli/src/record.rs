@@ -93,6 +93,16 @@ pub struct RecordArgs {
     /// and this recording goes to STEM.PID.EXT.
     #[arg(short = 'o', long = "output", visible_alias = "file", value_name = "FILE", default_value = DEFAULT_OUTPUT, help_heading = AGENT_HEADING)]
     output: String,
+    /// Where the trace's timeline index is saved once the JVM exits, so
+    /// that `vmview serve` shows its timeline at once: as `serve
+    /// --timeline-cache` (by default the user's cache directory, for
+    /// traces of 1 M events or more; with a directory given, for any
+    /// trace); `off` saves none.
+    #[arg(long, value_name = "DIR|off")]
+    timeline_cache: Option<PathBuf>,
+    /// Save no timeline index after the recording (as --timeline-cache off).
+    #[arg(long, conflicts_with = "timeline_cache")]
+    no_timeline_index: bool,
     /// The Java command: the java executable, its options, the main class or
     /// -jar and the program's arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "JAVA_COMMAND")]
@@ -228,11 +238,22 @@ pub fn run(args: RecordArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
                 );
             }
             match probe(&path) {
-                Some((events, bytes)) if !quiet => say!(
-                    "vmview: wrote {events} events ({bytes} bytes) to {}",
-                    path.display()
-                ),
-                Some(_) => {}
+                Some((events, bytes)) => {
+                    if !quiet {
+                        say!(
+                            "vmview: wrote {events} events ({bytes} bytes) to {}",
+                            path.display()
+                        );
+                    }
+                    let cache = if args.no_timeline_index {
+                        None
+                    } else {
+                        crate::serve::cache_config(args.timeline_cache.as_deref())
+                    };
+                    if let Some(c) = cache.filter(|c| events >= c.min_events) {
+                        index_timeline(&path, &c.dir, events, bytes, quiet);
+                    }
+                }
                 None => say!(
                     "vmview: warning: {} holds no complete chunk yet; `vmview show` will say what it can read",
                     path.display()
@@ -254,6 +275,60 @@ pub fn run(args: RecordArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
         None => say!("vmview: warning: no trace was written to {output_pattern}"),
     }
     Ok(ExitCode::from(code))
+}
+
+/// From this many events, `record` says that it indexes the timeline
+/// before it does (the index takes seconds).
+const SAY_INDEXING_FROM: u64 = 20_000_000;
+
+/// Builds the trace's timeline index and saves it in `dir`, where `serve`
+/// looks for it, with a progress bar on a terminal. A failure is a
+/// warning: the recording stands, and `serve` builds the index itself.
+fn index_timeline(path: &Path, dir: &Path, events: u64, bytes: u64, quiet: bool) {
+    use std::sync::atomic::AtomicU64;
+    let started = Instant::now();
+    if !quiet && events >= SAY_INDEXING_FROM {
+        say!(
+            "vmview: indexing the timeline of {events} events for `vmview serve` \
+             (--no-timeline-index skips this)"
+        );
+    }
+    let read = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let result = std::thread::scope(|s| {
+        let builder = s.spawn(|| {
+            let run = std::panic::AssertUnwindSafe(|| {
+                vmview_view::timeline_cache::build_and_save(path, dir, &read)
+            });
+            let r = std::panic::catch_unwind(run)
+                .unwrap_or_else(|_| Err("building it failed (a vmview bug)".into()));
+            done.store(true, Ordering::Release);
+            r
+        });
+        // The bar moves by bytes: the share of events read, of the file.
+        let mut bar = crate::progress::Progress::new(bytes, "indexing the timeline");
+        while !done.load(Ordering::Acquire) {
+            let share = read.load(Ordering::Relaxed).min(events) as f64 / events.max(1) as f64;
+            bar.set((share * bytes as f64) as u64);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bar.finish();
+        builder
+            .join()
+            .unwrap_or_else(|_| Err("building it failed (a vmview bug)".into()))
+    });
+    match result {
+        Ok((file, size)) if !quiet => say!(
+            "vmview: saved the timeline index to {} ({} MB, {:.1} s): `vmview serve` shows the timeline at once",
+            file.display(),
+            size.div_ceil(1 << 20),
+            started.elapsed().as_secs_f64()
+        ),
+        Ok(_) => {}
+        Err(e) => say!(
+            "vmview: warning: the timeline index was not saved ({e}); `vmview serve` builds it when it opens the trace"
+        ),
+    }
 }
 
 /// The trace this JVM wrote for `wanted`: `wanted` itself, or the per-pid

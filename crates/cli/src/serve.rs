@@ -6,7 +6,7 @@
 //! and, with `--open`, starts the user's browser.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -123,11 +123,20 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
 /// Where the timeline's index is saved: nowhere for a temporary binary
 /// copy of an XML trace (its name and time change at each serve).
 fn timeline_cache(args: &ServeArgs, converted: bool) -> Option<CacheConfig> {
-    match &args.timeline_cache {
+    if converted {
+        return None;
+    }
+    cache_config(args.timeline_cache.as_deref())
+}
+
+/// The `--timeline-cache DIR|off` flag of `serve` and `record`: `off`
+/// none; a directory for any trace; by default the user's cache
+/// directory for traces of [`DEFAULT_MIN_EVENTS`] or more.
+pub fn cache_config(flag: Option<&Path>) -> Option<CacheConfig> {
+    match flag {
         Some(d) if d.as_os_str() == "off" => None,
-        _ if converted => None,
         Some(d) => Some(CacheConfig {
-            dir: d.clone(),
+            dir: d.to_path_buf(),
             min_events: 0,
         }),
         None => CacheConfig::default_dir().map(|dir| CacheConfig {

@@ -593,3 +593,73 @@ fn serve_shows_the_part_read_while_the_timeline_index_builds() {
         }
     }
 }
+
+/// `record --timeline-cache DIR` saves the recorded trace's timeline
+/// index after the JVM exits, where `serve` looks: the first serve of the
+/// fresh trace reads it (never a partial answer) and answers as a serve
+/// that builds its own index from the trace.
+#[test]
+fn a_recorded_trace_has_its_timeline_index_for_its_first_serve() {
+    let cache = scratch("timeline-record").join("cache");
+    let rec = crate::support::record(
+        &[
+            "--classes",
+            "fx.CallTree*",
+            "--timeline-cache",
+            path_str(&cache),
+        ],
+        &[],
+        "fx.CallTree",
+        &[],
+    );
+    assert!(rec.output.status.success(), "stderr: {}", rec.stderr());
+    let stderr = rec.stderr();
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("vmview: saved the timeline index to "))
+        .unwrap_or_else(|| panic!("record said nothing of the index: {stderr}"));
+    let saved: Vec<_> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    assert!(line.contains(path_str(&saved[0])), "{line}");
+
+    let served = serve_with(&rec.trace, &["--timeline-cache", path_str(&cache)]);
+    let target = "/api/timeline?px=1000";
+    let read = (0..1200)
+        .find_map(|_| {
+            let (status, _, body) = http(&served.addr, "GET", target, Some(&served.addr));
+            if status == 200 {
+                let v: Value = serde_json::from_slice(&body).unwrap();
+                assert!(v["partial"].is_null(), "a partial answer: {}", v["index"]);
+                return Some(v);
+            }
+            // Reading the saved file may outlast the server's first wait.
+            assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            None
+        })
+        .expect("the saved index was not read in 2 minutes");
+    assert_eq!(read["index"]["from"], "saved", "{}", read["index"]);
+    assert_eq!(read["index"]["file"], path_str(&saved[0]));
+    drop(served);
+
+    // The same question to a serve that reads the trace itself.
+    let served = serve_with(&rec.trace, &["--timeline-cache", "off"]);
+    let built = (0..1200)
+        .find_map(|_| {
+            let (status, _, body) = http(&served.addr, "GET", target, Some(&served.addr));
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            if status == 200 && v["partial"].is_null() {
+                return Some(v);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            None
+        })
+        .expect("the timeline's index was not built in 2 minutes");
+    assert_eq!(built["index"]["from"], "trace");
+    let built = without_index(built);
+    assert!(!built["tracks"].as_array().unwrap().is_empty(), "{built}");
+    assert_eq!(without_index(read), built);
+}

@@ -23,6 +23,7 @@ use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 
 use vmview_format::{MethodId, MethodSymbol, StringId, Symbol, SymbolTable};
 
@@ -240,6 +241,25 @@ pub fn save(
     }
     prune(dir, &file);
     Ok((file, size))
+}
+
+/// Builds `trace`'s timeline index (every core, as `serve` does) and saves
+/// it in `dir` where `serve` looks for it, so that even the first serve
+/// of a freshly recorded trace shows its timeline at once. `read` counts
+/// the events read so far. Returns the file and its size.
+pub fn build_and_save(
+    trace: &Path,
+    dir: &Path,
+    read: &AtomicU64,
+) -> Result<(PathBuf, u64), String> {
+    let limits = Limits::default();
+    let id = TraceIdentity::of(trace).map_err(|e| e.to_string())?;
+    let tl = Timeline::build(trace, limits, read).map_err(|e| e.to_string())?;
+    // The trace must still be the one that was read.
+    if TraceIdentity::of(trace).map_err(|e| e.to_string())? != id {
+        return Err("the trace changed while it was indexed".into());
+    }
+    save(dir, &id, limits, &tl).map_err(|e| format!("cannot write in {}: {e}", dir.display()))
 }
 
 /// Removes the oldest saved indexes beyond [`KEEP`] (never `keep`).
