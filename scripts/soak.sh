@@ -323,7 +323,7 @@ overhead_run() { # APP N CONFIG REP
   case $config in wide | wide-budget) globs=$(wide_classes "$app") ;; esac
   [ -z "$globs" ] || classes=(--classes "$globs")
   if [ "$config" != plain ]; then
-    cmd=("$vmview" record "${classes[@]}" --events "$events" --mode "$mode" --exceptions all
+    cmd=("$vmview" record --no-timeline-index "${classes[@]}" --events "$events" --mode "$mode" --exceptions all
       "${budget[@]}" -o "$rundir/trace.vmv" --)
   fi
   mkdir -p "$rundir"
