@@ -55,6 +55,9 @@ Server configurations (with --server):
   vmview samples             vmview agent, events=samples,interval=10ms (sampler=signal)
   vmview samples safepoint   the same with sampler=safepoint (GetAllStackTraces)
   jfr                        -XX:StartFlightRecording (default settings)
+  async-profiler wall        async-profiler, event=wall,interval=10ms (only with
+                             VMVIEW_ASYNC_PROFILER=path/to/libasyncProfiler.so)
+  async-profiler itimer      the same with event=itimer
 
 Examples:
   cargo run --release -p vmview-overhead
@@ -143,6 +146,10 @@ struct Args {
         requires = "server"
     )]
     jars: PathBuf,
+    /// With --server: run the servers on the last CPU and the load
+    /// generator on CPU 0 (each server JVM then sees one CPU).
+    #[arg(long, requires = "server")]
+    pin: bool,
 }
 
 fn main() {
@@ -231,6 +238,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
             only: names(&args.only),
             skip: names(&args.skip),
             json: args.json,
+            pin: args.pin,
         }
         .run_in(&work)
     } else {

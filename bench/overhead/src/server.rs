@@ -56,7 +56,16 @@ enum Observer {
     },
     /// `-XX:StartFlightRecording` with its default settings.
     Jfr,
+    /// async-profiler's agent (the library `ASYNC_PROFILER_ENV` names) with
+    /// this event at 100 Hz; the row is skipped when the variable is unset.
+    AsyncProfiler {
+        event: &'static str,
+    },
 }
+
+/// Names async-profiler's `libasyncProfiler.so` for its rows (never built
+/// by the project; absent = those rows skipped with a printed reason).
+pub const ASYNC_PROFILER_ENV: &str = "VMVIEW_ASYNC_PROFILER";
 
 /// One row of the server comparison.
 #[derive(Debug, Clone, Copy)]
@@ -89,6 +98,14 @@ pub const SERVER_CONFIGS: &[ServerConfig] = &[
         name: "jfr",
         observer: Observer::Jfr,
     },
+    ServerConfig {
+        name: "async-profiler wall",
+        observer: Observer::AsyncProfiler { event: "wall" },
+    },
+    ServerConfig {
+        name: "async-profiler itimer",
+        observer: Observer::AsyncProfiler { event: "itimer" },
+    },
 ];
 
 /// The knobs of a server run.
@@ -109,6 +126,8 @@ pub struct ServerArgs<'a> {
     pub only: Vec<String>,
     pub skip: Vec<String>,
     pub json: bool,
+    /// Servers on the last CPU, clients on CPU 0 (see `pin`).
+    pub pin: bool,
 }
 
 /// One measured window.
@@ -198,6 +217,7 @@ fn run(a: &ServerArgs<'_>, work: &Path) -> anyhow::Result<()> {
             bail!("no server configuration named {n:?} (see --help)");
         }
     }
+    let async_profiler = std::env::var_os(ASYNC_PROFILER_ENV).map(PathBuf::from);
     let cp = classpath(a.jars)?;
     let classes = compile(a.java, &cp, work)?;
     let run_cp = format!("{}:{cp}", classes.display());
@@ -208,6 +228,16 @@ fn run(a: &ServerArgs<'_>, work: &Path) -> anyhow::Result<()> {
             *i == 0
                 || ((a.only.is_empty() || a.only.iter().any(|n| n == c.name))
                     && !a.skip.iter().any(|n| n == c.name))
+        })
+        .filter(|(_, c)| match c.observer {
+            Observer::AsyncProfiler { .. } if async_profiler.is_none() => {
+                eprintln!(
+                    "vmview-overhead: skipping {:?}: set {ASYNC_PROFILER_ENV} to async-profiler's libasyncProfiler.so",
+                    c.name
+                );
+                false
+            }
+            _ => true,
         })
         .map(|(_, c)| Row {
             config: *c,
@@ -220,6 +250,12 @@ fn run(a: &ServerArgs<'_>, work: &Path) -> anyhow::Result<()> {
             trace_bytes: None,
         })
         .collect();
+    // The clients (this process's threads, spawned from here) on the first
+    // core, the servers on the last: a server's window does not share its
+    // core with the load generator.
+    if pin(a).is_some() {
+        set_affinity(0, 0);
+    }
     let load_before = crate::load_average();
     // Fresh JVMs per epoch: one JVM's JIT can come out faster or slower
     // than another's for its whole life, by more than the tracer costs.
@@ -228,7 +264,7 @@ fn run(a: &ServerArgs<'_>, work: &Path) -> anyhow::Result<()> {
         for (i, row) in rows.iter().enumerate() {
             let dir = work.join(format!("server-{epoch}-{i}"));
             std::fs::create_dir_all(&dir)?;
-            let s = start(a, &run_cp, &row.config, &dir)
+            let s = start(a, &run_cp, &row.config, async_profiler.as_deref(), &dir)
                 .with_context(|| format!("starting the {} server", row.config.name))?;
             signal(s.pid, libc::SIGSTOP);
             servers.push(s);
@@ -374,14 +410,43 @@ fn window(s: &Running, length: Duration) -> anyhow::Result<Sample> {
     })
 }
 
+/// With `--pin`, the core the servers run on when the machine has at
+/// least two (the clients take core 0).
+fn pin(a: &ServerArgs<'_>) -> Option<usize> {
+    if !a.pin {
+        return None;
+    }
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (n >= 2).then(|| n - 1)
+}
+
+/// Binds process or thread `pid` (0: the calling thread) to one core.
+fn set_affinity(pid: libc::pid_t, cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the call only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 fn start(
     a: &ServerArgs<'_>,
     cp: &str,
     config: &ServerConfig,
+    async_profiler: Option<&Path>,
     dir: &Path,
 ) -> anyhow::Result<Running> {
     let mut cmd = Command::new(a.java);
     match config.observer {
+        Observer::AsyncProfiler { event } => {
+            let lib = async_profiler.context("no async-profiler library")?;
+            cmd.arg(format!(
+                "-agentpath:{}=start,event={event},interval=10ms,collapsed,file={}",
+                lib.display(),
+                dir.join("profile.txt").display()
+            ));
+        }
         Observer::None => {}
         Observer::Vmview { options, env } => {
             cmd.arg(format!(
@@ -402,6 +467,17 @@ fn start(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(dir.join("stderr"))?);
+    if let Some(cpu) = pin(a) {
+        use std::os::unix::process::CommandExt as _;
+        // SAFETY: between fork and exec, only a system call; the JVM's
+        // threads inherit the mask.
+        unsafe {
+            cmd.pre_exec(move || {
+                set_affinity(0, cpu);
+                Ok(())
+            });
+        }
+    }
     let mut server = Server(cmd.spawn().context("start the server JVM")?);
     let pid = server.0.id();
     let stdout = server.0.stdout.take().context("server stdout")?;
@@ -675,6 +751,60 @@ fn median(mut xs: Vec<f64>) -> Option<f64> {
     }
 }
 
+/// The quartiles (nearest rank) of `xs`.
+fn quartiles(mut xs: Vec<f64>) -> Option<(f64, f64)> {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    (n > 0).then(|| (xs[(n - 1) / 4], xs[(3 * (n - 1)).div_ceil(4)]))
+}
+
+/// A 95 % percentile-bootstrap interval of the median of `xs` (2,000
+/// resamples, a fixed seed so a report is reproducible from its rounds).
+fn bootstrap_median(xs: &[f64]) -> Option<(f64, f64)> {
+    if xs.len() < 2 {
+        return None;
+    }
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut meds: Vec<f64> = (0..2000)
+        .filter_map(|_| {
+            median(
+                (0..xs.len())
+                    .map(|_| xs[next() as usize % xs.len()])
+                    .collect(),
+            )
+        })
+        .collect();
+    meds.sort_by(f64::total_cmp);
+    Some((meds[49], meds[1949]))
+}
+
+/// The round-by-round ratios of `r`'s windows to the baseline's.
+fn ratios(r: &Row, base: &Row, f: fn(&Sample) -> f64) -> Vec<f64> {
+    r.samples
+        .iter()
+        .zip(&base.samples)
+        .map(|(x, b)| f(x) / f(b))
+        .filter(|x| x.is_finite())
+        .collect()
+}
+
+/// Whether a ratio's interval shows the target (`limit`, a bound on the
+/// cost side: `upper` for latency, lower for throughput) held or missed.
+fn verdict(ci: Option<(f64, f64)>, limit: f64, upper: bool) -> &'static str {
+    match ci {
+        None => "—",
+        Some((lo, hi)) if (upper && hi <= limit) || (!upper && lo >= limit) => "met",
+        Some((lo, hi)) if (upper && lo > limit) || (!upper && hi < limit) => "missed",
+        Some(_) => "not decided",
+    }
+}
+
 struct Medians {
     rate: Option<f64>,
     cpu_per_request: Option<f64>,
@@ -689,16 +819,7 @@ struct Medians {
 }
 
 fn medians(r: &Row, base: &Row) -> Medians {
-    let paired = |f: fn(&Sample) -> f64| {
-        median(
-            r.samples
-                .iter()
-                .zip(&base.samples)
-                .map(|(x, b)| f(x) / f(b))
-                .filter(|x| x.is_finite())
-                .collect(),
-        )
-    };
+    let paired = |f: fn(&Sample) -> f64| median(ratios(r, base, f));
     Medians {
         rate: median(r.samples.iter().map(Sample::rate).collect()),
         cpu_per_request: median(r.samples.iter().map(Sample::cpu_us_per_request).collect()),
@@ -730,6 +851,11 @@ fn report_text(a: &ServerArgs<'_>, rows: &[Row], load: (Option<f64>, Option<f64>
         o.push_str(&format!(
             "load average: {x:.2} before, {y:.2} after ({} CPUs)\n",
             std::thread::available_parallelism().map_or(0, |n| n.get())
+        ));
+    }
+    if let Some(cpu) = pin(a) {
+        o.push_str(&format!(
+            "pinned: servers on CPU {cpu}, the load generator on CPU 0\n"
         ));
     }
     o.push_str(&format!(
@@ -795,6 +921,41 @@ fn report_text(a: &ServerArgs<'_>, rows: &[Row], load: (Option<f64>, Option<f64>
         ]);
     }
     o.push_str(&crate::render_table(&head, &table));
+    // The spread of the rounds' ratios and a 95 % bootstrap interval of
+    // their median, against the targets (throughput within 2 %, p99
+    // latency within 3 % of plain).
+    let range =
+        |x: Option<(f64, f64)>| x.map_or("—".to_string(), |(a, b)| format!("{a:.3}–{b:.3}"));
+    let mut spread = Vec::new();
+    for r in &rows[1..] {
+        let thr = ratios(r, &rows[0], Sample::rate);
+        let p99 = ratios(r, &rows[0], Sample::p99);
+        let (thr_ci, p99_ci) = (bootstrap_median(&thr), bootstrap_median(&p99));
+        spread.push(vec![
+            r.config.name.to_string(),
+            range(quartiles(thr.clone())),
+            range(thr_ci),
+            verdict(thr_ci, 0.98, false).to_string(),
+            range(quartiles(p99.clone())),
+            range(p99_ci),
+            verdict(p99_ci, 1.03, true).to_string(),
+        ]);
+    }
+    if !spread.is_empty() {
+        o.push('\n');
+        o.push_str(&crate::render_table(
+            &[
+                "config",
+                "req/s ×plain IQR",
+                "95% CI of median",
+                "≥ 0.98",
+                "p99 ×plain IQR",
+                "95% CI of median",
+                "≤ 1.03",
+            ],
+            &spread,
+        ));
+    }
     if !notes.is_empty() {
         o.push('\n');
         for n in notes {
@@ -864,6 +1025,24 @@ mod tests {
         for (i, c) in SERVER_CONFIGS.iter().enumerate() {
             assert!(SERVER_CONFIGS[..i].iter().all(|o| o.name != c.name));
         }
+    }
+
+    #[test]
+    fn intervals_decide_a_target_only_when_they_clear_it() {
+        assert_eq!(verdict(Some((0.985, 1.01)), 0.98, false), "met");
+        assert_eq!(verdict(Some((0.95, 1.01)), 0.98, false), "not decided");
+        assert_eq!(verdict(Some((0.90, 0.97)), 0.98, false), "missed");
+        assert_eq!(verdict(Some((0.99, 1.02)), 1.03, true), "met");
+        assert_eq!(verdict(Some((1.04, 1.10)), 1.03, true), "missed");
+        assert_eq!(verdict(None, 1.03, true), "—");
+        let xs: Vec<f64> = (1..=9).map(f64::from).collect();
+        assert_eq!(quartiles(xs.clone()), Some((3.0, 7.0)));
+        let (lo, hi) = bootstrap_median(&xs).unwrap();
+        assert!(
+            lo <= 5.0 && 5.0 <= hi && lo >= 1.0 && hi <= 9.0,
+            "{lo} {hi}"
+        );
+        assert_eq!(bootstrap_median(&[1.0]), None);
     }
 
     #[test]
