@@ -13,8 +13,8 @@
 //! printed before and after.
 //!
 //! Both format versions are measured (each trace is generated once and
-//! kept under the target dir; delete `reading-bench-*.vmv` there when
-//! done: 1.5 GB each at 100 M events).
+//! kept under the target dir, or under `VMVIEW_BENCH_DIR` when set; delete
+//! `reading-bench-*.vmv` there when done: 1.5 GB each at 100 M events).
 //!
 //! ```text
 //! cargo bench -p vmview-cli --bench reading                 # 100 M events
@@ -111,7 +111,9 @@ fn main() {
         .split(',')
         .filter_map(|v| v.trim().parse().ok())
         .collect();
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    // `VMVIEW_BENCH_DIR` keeps the traces elsewhere (a disk with room).
+    let dir = std::env::var_os("VMVIEW_BENCH_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from);
     std::fs::create_dir_all(&dir).expect("target tmp dir");
     let out = dir.join("reading-bench-out.vmv");
     let o = out.to_str().expect("UTF-8 path");

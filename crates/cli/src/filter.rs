@@ -20,8 +20,8 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use vmview_export::{EventWriter, JsonlWriter, TextWriter, XmlWriter};
 use vmview_filter::{EventFilter, SubsetWriter};
-use vmview_format::parallel::{decode_threads, ordered_map_fold};
-use vmview_format::{ChunkInfo, Event, EventKind, Scanned, SymbolTable, TraceHeader};
+use vmview_format::parallel::{decode_threads, ordered_map_fold, MethodScan};
+use vmview_format::{ChunkInfo, Event, EventKind, MethodId, Scanned, SymbolTable, TraceHeader};
 
 use crate::error::{hinted, plain};
 use crate::export::output;
@@ -227,6 +227,35 @@ enum Parallel {
     },
 }
 
+/// A type-and-method expression's side of
+/// [`ChunkFile::for_each_method_match`](vmview_format::parallel::ChunkFile::for_each_method_match).
+struct ByMethod<'a> {
+    filter: &'a mut EventFilter,
+    keep: bool,
+    /// The matches, when kept.
+    events: &'a mut Vec<Event>,
+    /// Matches among the events given whole.
+    hits: u64,
+}
+
+impl MethodScan for ByMethod<'_> {
+    fn verdict(&mut self, ret: bool, method: MethodId, symbols: &SymbolTable) -> bool {
+        self.filter.matches_method(ret, method, symbols)
+    }
+
+    fn event(&mut self, ev: Event, symbols: &SymbolTable) {
+        // A CALL or RETURN comes only when picked.
+        let hit = matches!(ev.kind, EventKind::Call { .. } | EventKind::Return { .. })
+            || self.filter.matches(&ev, symbols);
+        if hit {
+            self.hits += 1;
+            if self.keep {
+                self.events.push(ev);
+            }
+        }
+    }
+}
+
 /// One chunk's share of a parallel scan.
 struct ChunkMatches {
     symbols: SymbolTable,
@@ -272,6 +301,10 @@ fn scan_parallel(
     // A count that no id decides may take a version 2 chunk's thread
     // streams one after another (no merge by time).
     let any_order = !keep && !filter.reads_ids();
+    // A type-and-method expression: each CALL's and RETURN's verdict is
+    // looked up by its method handle, no tree walked.
+    let by_method =
+        heads && first_id == 0 && last_id == u64::MAX && filter.reads_only_type_and_method();
     // Lazily decoded chunks with a match are decoded again, whole, for the
     // matches' values: worth it while most chunks have none. Once most
     // scanned chunks had a match, the rest are decoded whole at once.
@@ -291,8 +324,26 @@ fn scan_parallel(
         let (mut read, mut count) = (0u64, 0u64);
         let dense =
             keep && 2 * matched.load(Ordering::Relaxed) > scanned.load(Ordering::Relaxed) + 4;
-        let r = if heads {
-            // Fastest: CALL and RETURN tested from their heads, built only
+        let r = if by_method {
+            // Fastest: a verdict per method, looked up for each CALL and
+            // RETURN; the matches built only when kept.
+            let mut scan = ByMethod {
+                filter: &mut f,
+                keep,
+                events: &mut events,
+                hits: 0,
+            };
+            let picked =
+                cf.for_each_method_match(i, !keep, any_order, keep, &mut symbols, &mut scan);
+            read = u64::from(cf.chunks()[i].event_count);
+            count = scan.hits;
+            picked.map(|n| {
+                if !keep {
+                    count += n;
+                }
+            })
+        } else if heads {
+            // Fast: CALL and RETURN tested from their heads, built only
             // when kept (with their values), in the same pass.
             let in_range = |id: u64| id >= first_id && id <= last_id;
             cf.for_each_picked(i, !keep, any_order, &mut symbols, |ev, syms| {

@@ -24,7 +24,15 @@ pub struct EventFilter {
     source: String,
     /// [`type_mask`](Self::type_mask), kept for the scan's first test.
     mask: u32,
+    /// [`matches_method`](Self::matches_method)'s verdicts by method
+    /// handle: bit 0 "CALL known", bit 1 "a CALL matches", bits 2 and 3
+    /// the same for RETURN.
+    by_method: Vec<u8>,
 }
+
+/// Method handles past this are not cached by `matches_method` (handles
+/// come from files; real ones are dense and far smaller).
+const METHOD_CACHE_LIMIT: u32 = 1 << 20;
 
 /// Verdicts for one leaf, by symbol handle: 0 unknown, 1 no, 2 yes.
 #[derive(Debug, Default)]
@@ -219,7 +227,12 @@ impl EventFilter {
 
     fn new(root: Node, source: String) -> EventFilter {
         let mask = mask_of(&root);
-        EventFilter { root, source, mask }
+        EventFilter {
+            root,
+            source,
+            mask,
+            by_method: Vec::new(),
+        }
     }
 
     /// The expression as written.
@@ -254,6 +267,68 @@ impl EventFilter {
             }
         }
         heads(&self.root)
+    }
+
+    /// Does the expression read only the event type and the class, method
+    /// or signature of the event's method? Then a CALL's or RETURN's
+    /// verdict depends on its type and method handle alone, and
+    /// [`matches_method`](Self::matches_method) gives it.
+    pub fn reads_only_type_and_method(&self) -> bool {
+        fn tm(n: &Node) -> bool {
+            match n {
+                Node::And(v) | Node::Or(v) => v.iter().all(tm),
+                Node::Not(n) => tm(n),
+                Node::Const(_) | Node::Types(_) => true,
+                Node::Symbol { field, .. } => {
+                    matches!(field, Field::Class | Field::Method | Field::Sig)
+                }
+                _ => false,
+            }
+        }
+        tm(&self.root)
+    }
+
+    /// [`matches`](Self::matches) for a CALL (`ret == false`) or RETURN of
+    /// `method`, from nothing else; for an expression that
+    /// [`reads_only_type_and_method`](Self::reads_only_type_and_method).
+    /// The verdict is worked out once per type and method (while `syms`
+    /// knows the method), then looked up: what a scan of hundreds of
+    /// millions of CALLs and RETURNs over a few thousand methods needs.
+    #[inline]
+    pub fn matches_method(&mut self, ret: bool, method: MethodId, syms: &SymbolTable) -> bool {
+        let shift = if ret { 2 } else { 0 };
+        match self.by_method.get(method.0 as usize) {
+            Some(&b) if b >> shift & 1 != 0 => b >> shift & 2 != 0,
+            _ => self.method_verdict(ret, method, syms),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn method_verdict(&mut self, ret: bool, method: MethodId, syms: &SymbolTable) -> bool {
+        let type_bit = if ret { RETURN_BIT } else { CALL_BIT };
+        let v = self.mask & type_bit != 0
+            && eval_head(
+                &mut self.root,
+                &Head {
+                    id: 0,
+                    thread: ThreadRef(0),
+                    type_bit,
+                    method,
+                },
+                syms,
+            );
+        // A method not (yet) defined gets no cached verdict: in a forged
+        // chunk its symbol may still come.
+        if method.0 < METHOD_CACHE_LIMIT && syms.method(method).is_some() {
+            let i = method.0 as usize;
+            if i >= self.by_method.len() {
+                self.by_method.resize(i + 1, 0);
+            }
+            let shift = if ret { 2 } else { 0 };
+            self.by_method[i] |= (1 | u8::from(v) << 1) << shift;
+        }
+        v
     }
 
     /// Does the expression test an event's id? When not, which events

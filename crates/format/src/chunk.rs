@@ -7,6 +7,7 @@
 //! writer's exactly (see `state.rs`), which is what makes the implicit
 //! fields (thread, id, depth, returning method, elapsed time) decodable.
 
+use crate::parallel::MethodScan;
 use crate::state::Threads;
 use crate::varint::{Cursor, Malformed};
 use crate::wire::*;
@@ -71,6 +72,9 @@ pub(crate) struct ChunkDecoder {
     pub any_order: bool,
     /// With `any_order`: the next stream to read.
     next_stream: u32,
+    /// A type-and-method scan's verdicts (see `MethodPick`), kept here so
+    /// each chunk reuses the allocation.
+    pub verdicts: Vec<u8>,
 }
 
 impl ChunkDecoder {
@@ -471,6 +475,112 @@ impl ChunkDecoder {
     }
 }
 
+/// What a head scan ([`ChunkDecoder::scan_heads`]) asks of its caller.
+pub(crate) trait HeadPick {
+    /// Whether to build a CALL (`ret == false`) or RETURN from its head.
+    fn pick(
+        &mut self,
+        id: u64,
+        time_ns: u64,
+        thread: u32,
+        ret: bool,
+        method: u32,
+        symbols: &SymbolTable,
+    ) -> bool;
+    /// A picked CALL or RETURN, or any other event, whole.
+    fn event(&mut self, ev: Event, symbols: &SymbolTable);
+}
+
+/// [`ChunkDecoder::scan_picked`]'s closure as a [`HeadPick`].
+struct ScannedPick<'a, F>(&'a mut F);
+
+impl<F: FnMut(&Scanned, &SymbolTable) -> bool> HeadPick for ScannedPick<'_, F> {
+    #[inline(always)]
+    fn pick(
+        &mut self,
+        id: u64,
+        time_ns: u64,
+        thread: u32,
+        ret: bool,
+        method: u32,
+        symbols: &SymbolTable,
+    ) -> bool {
+        let head = Scanned::Head {
+            id,
+            time_ns,
+            thread: ThreadRef(thread),
+            ret,
+            method: MethodId(method),
+        };
+        (self.0)(&head, symbols)
+    }
+
+    #[inline(always)]
+    fn event(&mut self, ev: Event, symbols: &SymbolTable) {
+        (self.0)(&Scanned::Full(ev), symbols);
+    }
+}
+
+/// A type-and-method scan's [`HeadPick`]: each CALL's and RETURN's verdict
+/// comes from `verdicts`, by method handle, filled from the scan the first
+/// time a method is seen while the symbol table knows it.
+pub(crate) struct MethodPick<'a, S> {
+    pub scan: &'a mut S,
+    /// By method handle: bit 0 "CALL known", bit 1 "a CALL is picked",
+    /// bits 2 and 3 the same for RETURN.
+    pub verdicts: &'a mut Vec<u8>,
+    /// Whether the picked are built and given to the scan, or only counted.
+    pub build: bool,
+    /// CALLs and RETURNs picked so far.
+    pub picked: u64,
+}
+
+/// Method handles past this get no cached verdict (a forged file may name
+/// any handle; real ones are dense).
+const VERDICT_LIMIT: u32 = 1 << 20;
+
+impl<S: MethodScan> MethodPick<'_, S> {
+    #[cold]
+    #[inline(never)]
+    fn verdict(&mut self, ret: bool, method: u32, symbols: &SymbolTable) -> bool {
+        let v = self.scan.verdict(ret, MethodId(method), symbols);
+        if method < VERDICT_LIMIT && symbols.method(MethodId(method)).is_some() {
+            let i = method as usize;
+            if i >= self.verdicts.len() {
+                self.verdicts.resize(i + 1, 0);
+            }
+            self.verdicts[i] |= (1 | u8::from(v) << 1) << (2 * u8::from(ret));
+        }
+        v
+    }
+}
+
+impl<S: MethodScan> HeadPick for MethodPick<'_, S> {
+    #[inline(always)]
+    fn pick(
+        &mut self,
+        _id: u64,
+        _time_ns: u64,
+        _thread: u32,
+        ret: bool,
+        method: u32,
+        symbols: &SymbolTable,
+    ) -> bool {
+        let shift = 2 * u8::from(ret);
+        let v = match self.verdicts.get(method as usize) {
+            Some(&b) if b >> shift & 1 != 0 => b >> shift & 2 != 0,
+            _ => self.verdict(ret, method, symbols),
+        };
+        self.picked += u64::from(v);
+        v && self.build
+    }
+
+    #[inline(always)]
+    fn event(&mut self, ev: Event, symbols: &SymbolTable) {
+        self.scan.event(ev, symbols)
+    }
+}
+
 impl ChunkDecoder {
     /// Runs `f` over the rest of the chunk as
     /// [`ChunkFile::for_each_picked`](crate::parallel::ChunkFile::for_each_picked)
@@ -485,18 +595,25 @@ impl ChunkDecoder {
         symbols: &mut SymbolTable,
         f: &mut impl FnMut(&Scanned, &SymbolTable) -> bool,
     ) {
+        self.scan_heads(symbols, &mut ScannedPick(f))
+    }
+
+    /// Runs `p` over the rest of the chunk: each CALL's and RETURN's head
+    /// to [`HeadPick::pick`], then the picked ones and every other event
+    /// whole to [`HeadPick::event`]. Damage ends the loop with
+    /// `take_error` set.
+    #[inline]
+    pub(crate) fn scan_heads(&mut self, symbols: &mut SymbolTable, p: &mut impl HeadPick) {
         loop {
             let r = if self.v2 {
-                self.v2_step(symbols, |d, s| d.decode_head(s, f))
+                self.v2_step(symbols, |d, s| d.decode_head(s, p))
             } else {
-                self.decode_head(symbols, f)
+                self.decode_head(symbols, p)
             };
             match r {
                 Ok(Some(())) => {}
                 Ok(None) => match self.next(symbols) {
-                    Some(ev) => {
-                        f(&Scanned::Full(ev), symbols);
-                    }
+                    Some(ev) => p.event(ev, symbols),
                     None => return,
                 },
                 Err(e) => {
@@ -517,7 +634,7 @@ impl ChunkDecoder {
     fn decode_head(
         &mut self,
         symbols: &mut SymbolTable,
-        pick: &mut impl FnMut(&Scanned, &SymbolTable) -> bool,
+        p: &mut impl HeadPick,
     ) -> Result<Option<()>, Malformed> {
         loop {
             let mut c = Cursor::new(&self.payload[..self.end], self.pos);
@@ -589,19 +706,12 @@ impl ChunkDecoder {
                     expected
                 };
                 let predicted_caller = st.begin_call(depth);
-                let head = Scanned::Head {
-                    id,
-                    time_ns,
-                    thread: ThreadRef(thread),
-                    ret: false,
-                    method: MethodId(method),
-                };
                 let body_end = if self.v2 && x & CALL_BODY != 0 {
                     Some(body_length(&mut c)?)
                 } else {
                     None
                 };
-                if pick(&head, symbols) {
+                if p.pick(id, time_ns, thread, false, method, symbols) {
                     let (caller, params, metrics) =
                         read_call_body(&mut c, x, predicted_caller, self.skip_values, st)?;
                     body_ends(&c, body_end)?;
@@ -687,19 +797,12 @@ impl ChunkDecoder {
                         None => return Err(c.err("an open CALL for the RETURN's elapsed time")),
                     }
                 };
-                let head = Scanned::Head {
-                    id,
-                    time_ns,
-                    thread: ThreadRef(thread),
-                    ret: true,
-                    method: MethodId(method),
-                };
                 let body_end = if self.v2 && x & RET_BODY != 0 {
                     Some(body_length(&mut c)?)
                 } else {
                     None
                 };
-                if pick(&head, symbols) {
+                if p.pick(id, time_ns, thread, true, method, symbols) {
                     let (outcome, metrics) = read_return_body(&mut c, x, self.skip_values, st)?;
                     body_ends(&c, body_end)?;
                     picked = Some(Event {
@@ -750,7 +853,7 @@ impl ChunkDecoder {
             }
             self.last_id = Some(id);
             if let Some(ev) = picked {
-                pick(&Scanned::Full(ev), symbols);
+                p.event(ev, symbols);
             }
             return Ok(Some(()));
         }

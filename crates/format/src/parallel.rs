@@ -24,9 +24,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
-use crate::chunk::ChunkDecoder;
+use crate::chunk::{ChunkDecoder, MethodPick};
 use crate::wire::{readable_version, ChunkHeader, CHUNK_HEADER_LEN};
-use crate::{ChunkInfo, Event, FormatError, Scanned, SymbolTable, TraceHeader, TraceReader};
+use crate::{
+    ChunkInfo, Event, FormatError, MethodId, Scanned, SymbolTable, TraceHeader, TraceReader,
+};
 
 /// A chunk could not be read as its index entry promised: the caller falls
 /// back to the sequential reader, which reports what is wrong.
@@ -135,6 +137,43 @@ impl ChunkFile {
         })
     }
 
+    /// The scan of an expression decided by an event's type and method
+    /// alone: like [`for_each_picked`](Self::for_each_picked), but `scan`
+    /// decides for a CALL or RETURN of a method once per chunk
+    /// ([`MethodScan::verdict`]), and the answer is looked up for every
+    /// other CALL and RETURN of that method. With `build`,
+    /// [`MethodScan::event`] gets the picked CALLs and RETURNs whole
+    /// (values only without `skip_values`); without, they are only
+    /// counted. It gets every other event whole; the rest are stepped
+    /// over with the same checks as a full decode. `any_order` as for
+    /// `for_each_picked`. Returns how many CALLs and RETURNs were picked.
+    pub fn for_each_method_match(
+        &self,
+        i: usize,
+        skip_values: bool,
+        any_order: bool,
+        build: bool,
+        symbols: &mut SymbolTable,
+        scan: &mut impl MethodScan,
+    ) -> Result<u64, ChunkFault> {
+        let mut picked = 0;
+        self.with_chunk(i, skip_values, |dec| {
+            dec.any_order = any_order;
+            let mut verdicts = std::mem::take(&mut dec.verdicts);
+            verdicts.clear();
+            let mut p = MethodPick {
+                scan,
+                verdicts: &mut verdicts,
+                build,
+                picked: 0,
+            };
+            dec.scan_heads(symbols, &mut p);
+            picked = p.picked;
+            dec.verdicts = verdicts;
+        })?;
+        Ok(picked)
+    }
+
     /// Reads and checks chunk `i`, runs `decode` over it on this thread's
     /// decoder, and checks the decoded totals against the header.
     fn with_chunk(
@@ -199,6 +238,18 @@ impl ChunkFile {
         self.for_each_event(i, false, &mut symbols, |ev, _| events.push(ev))?;
         Ok(DecodedChunk { symbols, events })
     }
+}
+
+/// What [`ChunkFile::for_each_method_match`] asks of its caller.
+pub trait MethodScan {
+    /// Whether a RETURN (`ret`) or CALL of `method` is picked. Asked once
+    /// per chunk and kind for each method the symbol table knows (and the
+    /// answer reused), so it must depend on nothing but its arguments and
+    /// the method's symbol; asked again each time for a method the table
+    /// does not know.
+    fn verdict(&mut self, ret: bool, method: MethodId, symbols: &SymbolTable) -> bool;
+    /// A picked CALL or RETURN, or any other event, whole.
+    fn event(&mut self, ev: Event, symbols: &SymbolTable);
 }
 
 /// One chunk's symbols and events, decoded.

@@ -188,3 +188,80 @@ fn a_picked_head_decodes_whole_as_the_full_decode_does() {
         assert_eq!(got, all, "{name}: any order");
     }
 }
+
+/// `for_each_method_match` over every chunk, picking CALLs of even
+/// methods and RETURNs of odd ones: the events given whole, and the count.
+fn by_method(bytes: &[u8], name: &str, build: bool) -> (Vec<Event>, u64) {
+    struct Scan(Vec<Event>);
+    impl parallel::MethodScan for Scan {
+        fn verdict(&mut self, ret: bool, method: MethodId, _: &SymbolTable) -> bool {
+            (method.0 % 2 == 1) == ret
+        }
+        fn event(&mut self, ev: Event, _: &SymbolTable) {
+            self.0.push(ev);
+        }
+    }
+    let path = std::env::temp_dir().join(format!(
+        "vmview-method-test-{}-{name}-{build}.vmv",
+        std::process::id()
+    ));
+    std::fs::write(&path, bytes).expect("temp file");
+    let cf = ChunkFile::open(&path)
+        .expect("open")
+        .expect("a clean trace");
+    let (mut scan, mut picked) = (Scan(Vec::new()), 0);
+    for i in 0..cf.chunks().len() {
+        let mut syms = SymbolTable::default();
+        picked += cf
+            .for_each_method_match(i, false, false, build, &mut syms, &mut scan)
+            .expect("scan");
+    }
+    std::fs::remove_file(&path).ok();
+    (scan.0, picked)
+}
+
+// The type-and-method scan looks each method's verdict up once per chunk:
+// what it builds must be exactly what the full decode gives for the same
+// selection, and its count the same whether it builds or not.
+#[test]
+fn a_method_scan_picks_and_decodes_as_the_full_decode_does() {
+    let events = many_kinds(40);
+    let v1 = write(&symbols(), &events, 300);
+    let mut w =
+        TraceWriter::with_version(Vec::new(), &header(), 400, FORMAT_VERSION_2).expect("header");
+    for s in symbols() {
+        w.define(s);
+    }
+    let dense: Vec<Event> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| Event {
+            id: 100 + i as u64,
+            time_ns: 5_000 + i as u64 * 10,
+            ..e.clone()
+        })
+        .collect();
+    for e in &dense {
+        w.write(e).expect("write");
+    }
+    let v2 = w.finish().expect("finish");
+    for (name, bytes) in [("v1", &v1), ("v2", &v2)] {
+        let (full, _, _) = read(bytes);
+        let wanted = |e: &Event| match &e.kind {
+            EventKind::Call { method, .. } => method.0 % 2 == 0,
+            EventKind::Return { method, .. } => method.0 % 2 == 1,
+            _ => true,
+        };
+        let is_call_or_return =
+            |e: &Event| matches!(e.kind, EventKind::Call { .. } | EventKind::Return { .. });
+        let want: Vec<Event> = full.iter().filter(|e| wanted(e)).cloned().collect();
+        let (got, picked) = by_method(bytes, name, true);
+        assert_eq!(got, want, "{name}: picked events");
+        let n = want.iter().filter(|e| is_call_or_return(e)).count() as u64;
+        assert!(n > 10, "{name}: some picked");
+        assert_eq!(picked, n, "{name}: picked count");
+        let (others, counted) = by_method(bytes, name, false);
+        assert_eq!(counted, n, "{name}: counted without building");
+        assert!(others.iter().all(|e| !is_call_or_return(e)), "{name}");
+    }
+}
