@@ -9,7 +9,7 @@
 //! and nothing is added to their loops. Only the budget's thread calls
 //! this, between ticks: it may read files.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The name of the threads counted (a prefix).
 const PREFIX: &[u8] = b"vmview-writer";
@@ -31,8 +31,10 @@ pub struct OwnCpu {
     prefix: &'static [u8],
     /// Per agent thread: the CPU time last read.
     seen: HashMap<i32, u64>,
-    /// Threads known not to be the agent's.
-    others: HashMap<i32, ()>,
+    /// Live threads known not to be the agent's (only those of the last
+    /// listing, so that a program starting thread after thread does not
+    /// grow it).
+    others: HashSet<i32>,
     total_ns: u64,
 }
 
@@ -48,7 +50,7 @@ impl OwnCpu {
         OwnCpu {
             prefix,
             seen: HashMap::new(),
-            others: HashMap::new(),
+            others: HashSet::new(),
             total_ns: 0,
         }
     }
@@ -58,6 +60,7 @@ impl OwnCpu {
     /// was last read of them.
     pub fn total_ns(&mut self) -> u64 {
         if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+            let mut others = HashSet::with_capacity(self.others.len());
             for entry in dir.flatten() {
                 let Some(tid) = entry
                     .file_name()
@@ -66,7 +69,11 @@ impl OwnCpu {
                 else {
                     continue;
                 };
-                if self.seen.contains_key(&tid) || self.others.contains_key(&tid) {
+                if self.seen.contains_key(&tid) {
+                    continue;
+                }
+                if self.others.contains(&tid) {
+                    others.insert(tid);
                     continue;
                 }
                 let ours = std::fs::read(entry.path().join("comm"))
@@ -75,9 +82,10 @@ impl OwnCpu {
                 if ours {
                     self.seen.insert(tid, 0);
                 } else {
-                    self.others.insert(tid, ());
+                    others.insert(tid);
                 }
             }
+            self.others = others;
         }
         let mut gone = Vec::new();
         for (&tid, last) in self.seen.iter_mut() {
