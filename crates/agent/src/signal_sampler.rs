@@ -98,6 +98,8 @@ struct Slot {
     tid: AtomicI32,
     cpu: AtomicBool,
     time: AtomicU64,
+    /// The walking thread's CPU time when its walk ended.
+    thread_cpu: AtomicU64,
     count: AtomicI32,
     frames: UnsafeCell<[CallFrame; DEPTH]>,
 }
@@ -112,6 +114,7 @@ const EMPTY_SLOT: Slot = Slot {
     tid: AtomicI32::new(0),
     cpu: AtomicBool::new(false),
     time: AtomicU64::new(0),
+    thread_cpu: AtomicU64::new(0),
     count: AtomicI32::new(0),
     frames: UnsafeCell::new(
         [CallFrame {
@@ -324,6 +327,9 @@ unsafe fn take_sample(info: *mut libc::siginfo_t, context: *mut c_void) {
     slot.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
     slot.cpu.store(cpu, Ordering::Relaxed);
     slot.time.store(crate::clock::now_ns(), Ordering::Relaxed);
+    // clock_gettime is async-signal-safe.
+    let thread_cpu = crate::clock::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0);
+    slot.thread_cpu.store(thread_cpu, Ordering::Relaxed);
     slot.count.store(trace.num_frames, Ordering::Relaxed);
     slot.state.store(READY, Ordering::Release);
 }
@@ -336,6 +342,25 @@ pub struct Walk {
     pub time_ns: u64,
     /// Top first, as JVMTI gives them (location = bci, -1 when unknown).
     pub frames: Vec<sys::jvmtiFrameInfo>,
+}
+
+/// A walk as the handler left it: the frames, and the thread's CPU time
+/// when the walk ended.
+struct Answer {
+    frames: Vec<sys::jvmtiFrameInfo>,
+    thread_cpu: u64,
+}
+
+/// The CPU time a thread may use after its walk and still be taken as
+/// standing where the walk found it: the handler's own return and the
+/// system call it goes back to, not a Java frame's worth of work (the
+/// same bound as async-profiler's wall mode).
+const IDLE_CPU_NS: u64 = 10_000;
+
+/// A thread's CPU clock, as the kernel numbers it
+/// (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`).
+fn thread_cpu_clock(tid: i32) -> libc::clockid_t {
+    ((!(tid as libc::clockid_t)) << 3) | 6
 }
 
 /// Why walks failed, by `AsyncGetCallTrace`'s codes (0 to -10).
@@ -376,6 +401,11 @@ pub struct SignalSampler {
     /// Whether a jmethodID is `Continuation.enterSpecial`, by id.
     entry_frames: HashMap<usize, bool>,
     late: u64,
+    /// Each thread's last walk (wall sampling), repeated while the thread
+    /// does not run.
+    last_walk: HashMap<i32, Answer>,
+    /// Wall samples that repeated a thread's last walk.
+    reused: u64,
     /// Walks dropped because a frame's method had no jmethodID yet.
     unresolved: u64,
     /// When the loaded classes were last given their jmethodIDs, and
@@ -435,6 +465,8 @@ impl SignalSampler {
             entry_frames: HashMap::new(),
             outstanding: HashMap::new(),
             late: 0,
+            last_walk: HashMap::new(),
+            reused: 0,
             unresolved: 0,
             // The first miss is healed at the next tick.
             ids_made: Instant::now()
@@ -536,8 +568,8 @@ impl SignalSampler {
         if self.cpu {
             self.keep_timers(agent, &live);
             let mut out = Vec::new();
-            self.drain(|tid, cpu, time, frames| {
-                let Some(frames) = frames.filter(|_| cpu) else {
+            self.drain(|tid, cpu, time, answer| {
+                let Some(frames) = answer.filter(|_| cpu).map(|a| a.frames) else {
                     return;
                 };
                 if !same_mount(tid) {
@@ -572,19 +604,26 @@ impl SignalSampler {
         let tick_ns = now_ns;
         let mut out = Vec::new();
         let mut late = 0;
+        // The last walk of each thread, for the threads that have not run
+        // since (see IDLE_CPU_NS); only threads still alive are kept.
+        let mut last = std::mem::take(&mut self.last_walk);
+        last.retain(|tid, _| live.iter().any(|(id, _, _)| id == tid));
+        let carrier = |tid: i32| vthreads.iter().any(|(t, _)| *t == tid);
         let mut take = |outstanding: &mut HashMap<i32, (u32, u64)>,
+                        last: &mut HashMap<i32, Answer>,
                         out: &mut Vec<Walk>,
                         tid: i32,
                         cpu: bool,
                         time: u64,
-                        frames: Option<Vec<sys::jvmtiFrameInfo>>| {
+                        answer: Option<Answer>| {
             if cpu {
                 return;
             }
             match outstanding.get(&tid) {
                 Some(&(state, sent)) if time >= sent => {
                     outstanding.remove(&tid);
-                    let Some(frames) = frames.filter(|_| same_mount(tid)) else {
+                    let Some(answer) = answer.filter(|_| same_mount(tid)) else {
+                        last.remove(&tid);
                         return;
                     };
                     if let Some((_, t, _)) = live.iter().find(|(id, _, _)| *id == tid) {
@@ -592,15 +631,30 @@ impl SignalSampler {
                             thread: LocalRef::new(jni, jni_new_local(jni, t.get())),
                             state,
                             time_ns: tick_ns,
-                            frames,
+                            frames: answer.frames.clone(),
                         });
+                        // A carrier's walk is its virtual thread's: never
+                        // reused (the next mount is another thread's).
+                        if carrier(tid) || answer.thread_cpu == 0 {
+                            last.remove(&tid);
+                        } else {
+                            last.insert(tid, answer);
+                        }
                     }
                 }
                 _ => late += 1,
             }
         };
-        self.drain(|tid, cpu, time, frames| {
-            take(&mut outstanding, &mut out, tid, cpu, time, frames)
+        self.drain(|tid, cpu, time, answer| {
+            take(
+                &mut outstanding,
+                &mut last,
+                &mut out,
+                tid,
+                cpu,
+                time,
+                answer,
+            )
         });
         // A rotating subset when there are many threads.
         let ready: Vec<usize> = (0..live.len())
@@ -617,7 +671,24 @@ impl SignalSampler {
         let pid = std::process::id() as i32;
         let mut asked = Vec::with_capacity(chosen.len());
         for i in chosen {
-            let (tid, _, state) = &live[i];
+            let (tid, thread, state) = &live[i];
+            // A thread that has used (almost) no CPU since its last walk
+            // stands where that walk found it: its sample repeats that
+            // stack, with the state read now, and it is not woken by a
+            // signal (async-profiler's wall mode does the same).
+            if let Some(prev) = last.get(tid).filter(|_| !carrier(*tid)) {
+                let now = crate::clock::clock_ns(thread_cpu_clock(*tid));
+                if now.is_some_and(|now| now.saturating_sub(prev.thread_cpu) <= IDLE_CPU_NS) {
+                    out.push(Walk {
+                        thread: LocalRef::new(jni, jni_new_local(jni, thread.get())),
+                        state: *state,
+                        time_ns: tick_ns,
+                        frames: prev.frames.clone(),
+                    });
+                    self.reused += 1;
+                    continue;
+                }
+            }
             let sent = crate::clock::now_ns();
             // SAFETY: tgkill only sends a signal to a thread of this process.
             let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, *tid, SIGNAL) };
@@ -630,10 +701,19 @@ impl SignalSampler {
             Instant::now() + ANSWER_WAIT.min(self.interval.max(Duration::from_millis(5)) * 4);
         while asked.iter().any(|t| outstanding.contains_key(t)) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(100));
-            self.drain(|tid, cpu, time, frames| {
-                take(&mut outstanding, &mut out, tid, cpu, time, frames)
+            self.drain(|tid, cpu, time, answer| {
+                take(
+                    &mut outstanding,
+                    &mut last,
+                    &mut out,
+                    tid,
+                    cpu,
+                    time,
+                    answer,
+                )
             });
         }
+        self.last_walk = last;
         self.late += late;
         self.outstanding = outstanding;
         self.cut_continuations(agent, jni, &mut out);
@@ -663,9 +743,10 @@ impl SignalSampler {
     }
 
     /// Takes every ready slot out of the ring, counting failed walks and
-    /// handing each to `f(tid, cpu, time, frames)` (`None`: the walk
-    /// failed, or the thread has no Java frame).
-    fn drain(&mut self, mut f: impl FnMut(i32, bool, u64, Option<Vec<sys::jvmtiFrameInfo>>)) {
+    /// handing each to `f(tid, cpu, time, answer)`: the walk's frames and
+    /// the thread's CPU time when it ended (`None`: the walk failed, or
+    /// the thread has no Java frame).
+    fn drain(&mut self, mut f: impl FnMut(i32, bool, u64, Option<Answer>)) {
         for slot in RING.iter() {
             if slot.state.load(Ordering::Acquire) != READY {
                 continue;
@@ -674,6 +755,7 @@ impl SignalSampler {
             let tid = slot.tid.load(Ordering::Relaxed);
             let cpu = slot.cpu.load(Ordering::Relaxed);
             let time = slot.time.load(Ordering::Relaxed);
+            let thread_cpu = slot.thread_cpu.load(Ordering::Relaxed);
             self.walks += 1;
             if count <= 0 {
                 let code = count.unsigned_abs() as usize;
@@ -703,7 +785,7 @@ impl SignalSampler {
                 f(tid, cpu, time, None);
                 continue;
             }
-            f(tid, cpu, time, Some(frames));
+            f(tid, cpu, time, Some(Answer { frames, thread_cpu }));
         }
     }
 
@@ -725,9 +807,7 @@ impl SignalSampler {
             if self.timers.contains_key(tid) {
                 continue;
             }
-            // The thread's CPU clock, as the kernel numbers it
-            // (MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)).
-            let clock = ((!(*tid as libc::clockid_t)) << 3) | 6;
+            let clock = thread_cpu_clock(*tid);
             // SAFETY: a zeroed sigevent filled for SIGEV_THREAD_ID; the
             // timer id is written by timer_create.
             unsafe {

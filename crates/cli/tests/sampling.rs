@@ -162,6 +162,26 @@ fn signal_samples_keep_every_thread_state() {
             );
         }
     }
+    // A thread that does not run is not woken by every sample: its
+    // samples repeat its last walk (signal_sampler's IDLE_CPU_NS). Woken
+    // by each, st-sleep and st-wait would be switched out about once per
+    // sample of theirs taken in the fixture's watch (1500 ms at 5 ms).
+    let stdout = String::from_utf8_lossy(&rec.output.stdout);
+    for thread in ["st-sleep", "st-wait"] {
+        let switches: i64 = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("switches {thread} ")))
+            .unwrap_or_else(|| panic!("no switch count for {thread}: {stdout}"))
+            .trim()
+            .parse()
+            .expect("a number");
+        assert!(switches >= 0, "{thread}: /proc unreadable ({switches})");
+        let sampled = samples.iter().filter(|s| s["thread"] == thread).count();
+        assert!(
+            switches * 4 < sampled as i64,
+            "{thread} was switched out {switches} times in the watch, against {sampled} samples in all"
+        );
+    }
     // In a tick where st-block is sampled BLOCKED, the holder's sample
     // names the monitor it holds, entered in holdForever.
     let blocked_ticks: Vec<&Value> = samples
