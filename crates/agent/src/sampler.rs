@@ -34,6 +34,7 @@ use crate::clock;
 use crate::jvmti::{Jni, LocalRef, StackTrace};
 use crate::methods::{MethodInfo, PtrMap};
 use crate::sys;
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,6 +53,9 @@ const SWITCH_MARGIN_NS: u64 = 2_000;
 /// How many top frames are searched for an I/O method: the native call
 /// sits under a few JDK wrappers at most (`Net.poll` under `park`).
 const IO_SEARCH_DEPTH: usize = 4;
+/// Most threads whose held monitors are remembered (`Sampler::held`);
+/// past it the memory starts again empty.
+const HELD_CACHE: usize = 4096;
 /// How long VMDeath waits for the sampler to finish its tick.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -136,6 +140,9 @@ struct Sampler {
     io: ClassFilter,
     wait: ClassFilter,
     frames: PtrMap<Frame>,
+    /// The monitors each idle thread (by OS thread id) was last found
+    /// holding, for the signal sampler's repeated walks.
+    held: HashMap<i32, Vec<(Monitor, u32)>>,
     /// Reused per thread per tick.
     scratch: Vec<(MethodId, Loc)>,
     /// Whether the environment may list the monitors a thread holds (an
@@ -169,6 +176,7 @@ impl Sampler {
             io: list(BUILTIN_IO, &agent.options.io),
             wait: list(BUILTIN_WAIT, &agent.options.wait),
             frames: PtrMap::default(),
+            held: HashMap::new(),
             scratch: Vec::with_capacity(MAX_DEPTH as usize),
             monitors: agent
                 .jvmti
@@ -403,13 +411,31 @@ impl Sampler {
                 && walks
                     .iter()
                     .any(|w| w.state & sys::JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER != 0);
+            if self.held.len() > HELD_CACHE {
+                self.held.clear();
+            }
             for w in &walks {
                 let t = StackTrace {
                     thread: w.thread.get(),
                     state: w.state,
                     frames: &w.frames,
                 };
-                self.sample(jni, &t, w.time_ns, contended);
+                // A thread that has not run since its last walk holds what
+                // it held then: asking again (a handshake with the thread)
+                // would only stop it. One that ran is asked afresh.
+                if !w.reused {
+                    self.held.remove(&w.tid);
+                }
+                let monitors = if !contended {
+                    Vec::new()
+                } else if let Some(held) = self.held.get(&w.tid).filter(|_| w.reused) {
+                    held.clone()
+                } else {
+                    let held = held_monitors(self.agent, jni, t.thread);
+                    self.held.insert(w.tid, held.clone());
+                    held
+                };
+                self.sample(jni, &t, w.time_ns, monitors);
             }
             if let Some(d) = self.reactions.as_mut().filter(|d| d.due()) {
                 d.switch(self.agent, jni);
@@ -434,14 +460,19 @@ impl Sampler {
             if t.frames.is_empty() || t.state & sys::JVMTI_THREAD_STATE_ALIVE == 0 {
                 continue;
             }
-            self.sample(jni, &t, now, contended);
+            let monitors = if contended {
+                held_monitors(self.agent, jni, t.thread)
+            } else {
+                Vec::new()
+            };
+            self.sample(jni, &t, now, monitors);
         }
         if let Some(d) = self.reactions.as_mut().filter(|d| d.due()) {
             d.switch(self.agent, jni);
         }
     }
 
-    fn sample(&mut self, jni: Jni, t: &StackTrace<'_>, now: u64, contended: bool) {
+    fn sample(&mut self, jni: Jni, t: &StackTrace<'_>, now: u64, monitors: Vec<(Monitor, u32)>) {
         let agent = self.agent;
         self.scratch.clear();
         let mut native = NativeCall::None;
@@ -463,11 +494,6 @@ impl Sampler {
             let jmethods = t.frames.iter().map(|f| f.method);
             d.add(agent, jni, thread, now, state, &self.scratch, jmethods);
         }
-        let monitors = if contended {
-            held_monitors(agent, jni, t.thread)
-        } else {
-            Vec::new()
-        };
         agent.buffers.push(
             &mut self.buffer,
             Event {

@@ -125,6 +125,10 @@ const EMPTY_SLOT: Slot = Slot {
 };
 
 static RING: [Slot; SLOTS] = [EMPTY_SLOT; SLOTS];
+/// Wall answers the sampler thread still waits for in this tick: each
+/// wall handler takes one off and the last wakes the sampler (a futex
+/// word), so that a tick sleeps once instead of polling the ring.
+static PENDING: AtomicI32 = AtomicI32::new(0);
 static NEXT_SLOT: AtomicU64 = AtomicU64::new(0);
 /// Whether a recording samples now: the handler does nothing otherwise.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -306,6 +310,10 @@ unsafe fn take_sample(info: *mut libc::siginfo_t, context: *mut c_void) {
     }
     let Some(slot) = claimed else {
         RING_FULL.fetch_add(1, Ordering::Relaxed);
+        // A lost answer: the sampler need not wait for it.
+        if !cpu && PENDING.fetch_sub(1, Ordering::AcqRel) == 1 {
+            wake_sampler();
+        }
         return;
     };
     let mut trace = CallTrace {
@@ -332,6 +340,42 @@ unsafe fn take_sample(info: *mut libc::siginfo_t, context: *mut c_void) {
     slot.thread_cpu.store(thread_cpu, Ordering::Relaxed);
     slot.count.store(trace.num_frames, Ordering::Relaxed);
     slot.state.store(READY, Ordering::Release);
+    if !cpu && PENDING.fetch_sub(1, Ordering::AcqRel) == 1 {
+        wake_sampler();
+    }
+}
+
+/// Wakes the sampler thread from [`wait_for_answers`]; async-signal-safe.
+fn wake_sampler() {
+    // SAFETY: futex(2) on a static word.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            PENDING.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            1,
+        )
+    };
+}
+
+/// Sleeps until a wall handler wakes the sampler or `timeout` passes,
+/// while PENDING is `seen`.
+fn wait_for_answers(seen: i32, timeout: Duration) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: futex(2) on a static word with a valid timeout; a changed
+    // word or a signal returns at once.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            PENDING.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            seen,
+            &ts as *const libc::timespec,
+        )
+    };
 }
 
 /// One thread's sampled stack, resolved enough for the sampler.
@@ -342,6 +386,11 @@ pub struct Walk {
     pub time_ns: u64,
     /// Top first, as JVMTI gives them (location = bci, -1 when unknown).
     pub frames: Vec<sys::jvmtiFrameInfo>,
+    /// The OS thread id.
+    pub tid: i32,
+    /// Whether the thread has not run since its last walk, whose frames
+    /// these are (it holds the same monitors too).
+    pub reused: bool,
 }
 
 /// A walk as the handler left it: the frames, and the thread's CPU time
@@ -581,6 +630,8 @@ impl SignalSampler {
                         state: sys::JVMTI_THREAD_STATE_ALIVE | sys::JVMTI_THREAD_STATE_RUNNABLE,
                         time_ns: time,
                         frames,
+                        tid,
+                        reused: false,
                     });
                 }
             });
@@ -632,6 +683,8 @@ impl SignalSampler {
                             state,
                             time_ns: tick_ns,
                             frames: answer.frames.clone(),
+                            tid,
+                            reused: false,
                         });
                         // A carrier's walk is its virtual thread's: never
                         // reused (the next mount is another thread's).
@@ -670,6 +723,9 @@ impl SignalSampler {
         };
         let pid = std::process::id() as i32;
         let mut asked = Vec::with_capacity(chosen.len());
+        // Counted up before each signal; answers of earlier ticks that
+        // come now take one off too: at worst the wait below wakes early.
+        PENDING.store(0, Ordering::Release);
         for i in chosen {
             let (tid, thread, state) = &live[i];
             // A thread that has used (almost) no CPU since its last walk
@@ -684,23 +740,41 @@ impl SignalSampler {
                         state: *state,
                         time_ns: tick_ns,
                         frames: prev.frames.clone(),
+                        tid: *tid,
+                        reused: true,
                     });
                     self.reused += 1;
                     continue;
                 }
             }
             let sent = crate::clock::now_ns();
+            PENDING.fetch_add(1, Ordering::AcqRel);
             // SAFETY: tgkill only sends a signal to a thread of this process.
             let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, *tid, SIGNAL) };
             if rc == 0 {
                 outstanding.insert(*tid, (*state, sent));
                 asked.push(*tid);
+            } else {
+                PENDING.fetch_sub(1, Ordering::AcqRel);
             }
         }
         let deadline =
             Instant::now() + ANSWER_WAIT.min(self.interval.max(Duration::from_millis(5)) * 4);
-        while asked.iter().any(|t| outstanding.contains_key(t)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_micros(100));
+        loop {
+            let waiting = asked.iter().filter(|t| outstanding.contains_key(t)).count();
+            let now = Instant::now();
+            if waiting == 0 || now >= deadline {
+                break;
+            }
+            let seen = PENDING.load(Ordering::Acquire);
+            if seen <= 0 {
+                // Woken by an earlier tick's late answer before all of
+                // this tick's came: wait for the ones still out (an
+                // answer that lands in between costs one short sleep).
+                PENDING.store(waiting as i32, Ordering::Release);
+            } else {
+                wait_for_answers(seen, (deadline - now).min(Duration::from_millis(1)));
+            }
             self.drain(|tid, cpu, time, answer| {
                 take(
                     &mut outstanding,
