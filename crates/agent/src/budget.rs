@@ -14,15 +14,19 @@
 //!   stores into a fixed table, racy by design — a lost update only blurs
 //!   an estimate);
 //! - a thread of its own (`vmview-budget`, a JVMTI agent thread) wakes
-//!   every [`TICK`], reads the table and the process's CPU time, and
-//!   estimates the overhead as calls × calibrated cost per call over the
-//!   CPU time the program itself used in the interval;
-//! - over budget (after a warm-up, [`WARM_UP`], and once tracing has cost
-//!   [`OVERDRAFT_NS`] in all), it demotes methods with
-//!   the most calls first, among those that made at least
-//!   [`MIN_CALLS_PER_TICK`] calls and average under [`LONG_CALL_NS`]
-//!   (a call of 10 µs or more is never demoted: tracing it costs under 1 %
-//!   of it), until the estimate is back under the budget with a margin;
+//!   every [`TICK`] ([`FAST_TICK`] early on and while over the budget),
+//!   reads the table, the process's CPU time, the probe natives' time
+//!   measured on the program's threads ([`crate::in_situ`]) and the CPU
+//!   time of the writer and compiler threads ([`crate::own_cpu`]), and
+//!   estimates the overhead as that tracing time over the CPU time the
+//!   program itself used in the interval;
+//! - over budget (after a warm-up, [`WARM_UP`], unless it is
+//!   [`FAR_OVER`] times over, and once tracing has cost [`OVERDRAFT_NS`]
+//!   in all), it demotes methods with the most calls first, among those
+//!   that cost at least [`MIN_SHARE_BP`] of the program's time and average
+//!   under [`LONG_CALL_NS`] (a call of 10 µs or more is never demoted:
+//!   tracing it costs under 1 % of it), until the estimate is back under
+//!   the budget with a margin;
 //! - each demotion is a DEMOTION event, stamped before its class is
 //!   retransformed, and the class-file hook then gives the method only a
 //!   counter (`Probe.counts[slot]++`, [`vmview_classfile::Hooks::Count`]):
@@ -60,21 +64,40 @@ pub const COUNTER_SLOTS: usize = 1 << 14;
 const STRIDE: usize = 16;
 /// How often the budget looks.
 const TICK: Duration = Duration::from_millis(250);
-/// METHOD_COUNTS every this many ticks.
-const REPORT_TICKS: u32 = 4;
-/// No demotion before this much of the recording has passed: the JIT has
-/// not compiled the program yet, and rates are unlike the steady ones.
+/// How often it looks in the first [`FIRST_FOR`] of the recording and
+/// while the estimate is over the budget: a program that runs at full
+/// speed pays the whole trace until the first demotion, so the first ones
+/// come early.
+const FAST_TICK: Duration = Duration::from_millis(50);
+const FIRST_FOR: Duration = Duration::from_secs(2);
+/// No demotion this soon after the last one: retransformed classes run
+/// interpreted until the JIT compiles them again, and the rates of those
+/// moments are unlike the steady ones (each demotion is a
+/// retransformation, a safepoint and a recompilation: fewer and bigger
+/// is cheaper).
+const SETTLE: Duration = Duration::from_millis(150);
+/// METHOD_COUNTS about this often.
+const REPORT_EVERY: Duration = Duration::from_secs(1);
+/// No demotion before this much of the recording has passed, unless the
+/// estimate is [`FAR_OVER`] times the budget: the JIT has not compiled the
+/// program yet, and rates are unlike the steady ones.
 const WARM_UP: Duration = Duration::from_secs(1);
-/// Nor before tracing is estimated to have cost this much CPU time in
-/// all: a short run (a test, a quick look) is traced whole, whatever its
-/// rate, since the most it pays is this.
+/// An estimate this many times the budget demotes before the warm-up
+/// ends: such a program pays several times its own time for every moment
+/// it is traced whole.
+const FAR_OVER: u64 = 4;
+/// No demotion before tracing is estimated to have cost this much CPU
+/// time in all: a short run (a test, a quick look) is traced whole,
+/// whatever its rate, since the most it pays is this.
 const OVERDRAFT_NS: f64 = 250e6;
-/// A method demoted must have made at least this many calls in the tick
-/// (1 000 a second): rarer methods cost little however short they are.
-/// (40 000 and then 8 000 a second were tried first: on H2 with
-/// `org.h2.*` the cost is spread over hundreds of methods of about 5 000
-/// calls a second each, and nothing was demoted.)
-const MIN_CALLS_PER_TICK: u64 = 250;
+/// A method demoted must have cost at least this share of the program's
+/// CPU time in the interval (basis points): rarer methods cost little
+/// however short they are. (Floors of 40 000, 8 000 and 1 000 calls a
+/// second were tried first: on H2 with `org.h2.*` the cost is spread over
+/// hundreds of methods of a few thousand calls a second each, fewer still
+/// on a loaded machine, where the program gets less of the CPU, and the
+/// estimate stayed over the budget with nothing left to demote.)
+const MIN_SHARE_BP: f64 = 10.0;
 /// Calls averaging this long or longer are never demoted.
 pub const LONG_CALL_NS: u64 = 10_000;
 /// Assumed cost per traced call when no calibration was made (ns).
@@ -84,7 +107,7 @@ const COUNT_COST_NS: f64 = 1.0;
 /// Demotions stop once the estimate is under this share of the budget.
 const MARGIN: f64 = 0.8;
 /// At most this many demotions per tick.
-const MAX_PER_TICK: usize = 256;
+const MAX_PER_TICK: usize = 4096;
 
 /// `counts` of the probe class (a global reference), once defined.
 static COUNTERS: AtomicPtr<sys::_jobject> = AtomicPtr::new(std::ptr::null_mut());
@@ -119,6 +142,9 @@ pub struct Budget {
     stats: Box<[MethodStat]>,
     /// Calibrated cost of a traced call (CALL + RETURN), picoseconds.
     cost_ps: AtomicU64,
+    /// Calibrated cost of one JNI transition into a probe native and
+    /// back, picoseconds.
+    transition_ps: AtomicU64,
     any_demoted: AtomicBool,
     demoted: RwLock<HashMap<MethodId, u32>>,
     /// The last estimate, basis points.
@@ -147,6 +173,7 @@ impl Budget {
             limit_bp,
             stats,
             cost_ps: AtomicU64::new(0),
+            transition_ps: AtomicU64::new(0),
             any_demoted: AtomicBool::new(false),
             demoted: RwLock::new(HashMap::new()),
             last_bp: AtomicU64::new(0),
@@ -161,6 +188,12 @@ impl Budget {
     /// The calibration measured a traced call (CALL and RETURN) at `ps`.
     pub fn set_call_cost(&self, ps: u64) {
         self.cost_ps.store(ps, Ordering::Relaxed);
+    }
+
+    /// The calibration measured a JNI transition into a probe native and
+    /// back at `ps`.
+    pub fn set_transition_cost(&self, ps: u64) {
+        self.transition_ps.store(ps, Ordering::Relaxed);
     }
 }
 
@@ -279,6 +312,20 @@ pub fn overhead_bp(tracing_ns: f64, cpu_ns: f64) -> u64 {
     (tracing_ns / program * 10_000.0).round().max(0.0) as u64
 }
 
+/// The compiler threads' share of the tracing time: their `compilers_ns`
+/// in an interval where the process used `cpu_ns`, the agent's writers
+/// `writers_ns` and the probes `probes_ns` on the program's threads, in
+/// the probes' share of those threads' time. Compiled code of traced
+/// methods is bigger and calls the probe, and a demotion makes the JIT
+/// compile its class again; the compilers' extra time cannot be told from
+/// the time they would have taken anyway, so it is attributed: when the
+/// probes take most of the program's threads, most of what the JIT does
+/// is compiling them.
+pub fn jit_share(compilers_ns: f64, probes_ns: f64, cpu_ns: f64, writers_ns: f64) -> f64 {
+    let threads_ns = (cpu_ns - compilers_ns - writers_ns).max(1.0);
+    compilers_ns * (probes_ns / threads_ns).clamp(0.0, 1.0)
+}
+
 /// One demotion chosen by [`choose`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Choice {
@@ -293,9 +340,9 @@ pub struct Choice {
 /// elapsed time in the interval (`calls[i]`, `total_ns[i]` for method id
 /// `i`), the interval's process CPU time and the cost of one traced call.
 /// Most calls first, shorter mean first among equals; never a method whose
-/// calls average [`LONG_CALL_NS`] or more, or made fewer than
-/// [`MIN_CALLS_PER_TICK`]; stops once the estimate is under `MARGIN` of
-/// the budget.
+/// calls average [`LONG_CALL_NS`] or more, or whose calls cost less than
+/// [`MIN_SHARE_BP`] of the program's time; stops once the estimate is
+/// under `MARGIN` of the budget.
 pub fn choose(
     deltas: &[(usize, u64, u64)],
     cpu_ns: f64,
@@ -309,10 +356,14 @@ pub fn choose(
     if bp <= u64::from(limit_bp) {
         return Vec::new();
     }
+    let program_ns = (cpu_ns - tracing_ns).max(cpu_ns / 20.0);
+    let min_calls = (program_ns * MIN_SHARE_BP / 10_000.0 / cost_ns.max(1.0))
+        .ceil()
+        .max(1.0) as u64;
     let mut candidates: Vec<(usize, u64, u64)> = deltas
         .iter()
         .filter(|(m, calls, total)| {
-            *calls >= MIN_CALLS_PER_TICK && total / calls < LONG_CALL_NS && !skip(*m)
+            *calls >= min_calls && total / calls < LONG_CALL_NS && !skip(*m)
         })
         .map(|&(m, calls, total)| (m, calls, total / calls))
         .collect();
@@ -347,19 +398,27 @@ struct Loop {
     prev_cpu: u64,
     prev_at: Instant,
     started: Instant,
+    last_report: Instant,
+    /// When the last demotion was applied.
+    last_demotion: Option<Instant>,
     /// Per demoted slot: the counter's last value and the running total.
     counters: Vec<(u32, i32, u64)>,
     scratch: Vec<i32>,
     demote: bool,
-    ticks: u32,
     /// Estimated tracing time so far, ns.
     spent_ns: f64,
     /// The program's own CPU time so far (the process's, less the
     /// estimated tracing time), ns.
     program_ns: f64,
-    /// The agent's own threads' CPU time.
-    own_cpu: crate::own_cpu::OwnCpu,
-    prev_own_ns: u64,
+    /// The agent's writer threads' CPU time.
+    writers: crate::own_cpu::OwnCpu,
+    prev_writers_ns: u64,
+    /// The JIT compiler threads' CPU time.
+    compilers: crate::own_cpu::OwnCpu,
+    prev_compilers_ns: u64,
+    /// The probe natives' time and calls measured in the program's
+    /// threads (`in_situ`), at the last tick.
+    prev_in_situ: (u64, u64),
     /// Whether the budget ever had to act (or would have, in jvmti mode):
     /// only then are METHOD_COUNTS written, so a recording within its
     /// budget has no event of the budget's.
@@ -368,6 +427,8 @@ struct Loop {
 
 impl Loop {
     fn new(agent: &'static Agent) -> Loop {
+        let mut writers = crate::own_cpu::OwnCpu::writers();
+        let mut compilers = crate::own_cpu::OwnCpu::compilers();
         Loop {
             agent,
             buffer: agent.buffers.register(),
@@ -377,21 +438,33 @@ impl Loop {
             prev_cpu: process_cpu_ns(),
             prev_at: Instant::now(),
             started: Instant::now(),
+            last_report: Instant::now(),
+            last_demotion: None,
             counters: Vec::new(),
             scratch: Vec::new(),
             demote: can_demote(agent),
-            ticks: 0,
             spent_ns: 0.0,
             program_ns: 0.0,
-            own_cpu: crate::own_cpu::OwnCpu::default(),
-            prev_own_ns: 0,
+            prev_writers_ns: writers.total_ns(),
+            writers,
+            prev_compilers_ns: compilers.total_ns(),
+            compilers,
+            prev_in_situ: crate::in_situ::totals(),
             engaged: false,
         }
     }
 
     fn run(&mut self, jni: Jni) {
         loop {
-            let stopping = self.wait(TICK);
+            let over = self.demote
+                && self.agent.budget.last_bp.load(Ordering::Relaxed)
+                    > self.agent.budget.limit_bp.map_or(u64::MAX, u64::from);
+            let tick = if over || self.started.elapsed() < FIRST_FOR {
+                FAST_TICK
+            } else {
+                TICK
+            };
+            let stopping = self.wait(tick);
             if stopping || !self.agent.is_live() {
                 self.read_counters(jni);
                 self.report(jni);
@@ -429,6 +502,36 @@ impl Loop {
         );
     }
 
+    /// The estimated tracing time of the interval since the last tick, ns,
+    /// for `calls` traced calls.
+    fn tracing_ns(&mut self, calls: u64, cpu_ns: f64) -> f64 {
+        let b = &self.agent.budget;
+        let cost_ps = match b.cost_ps.load(Ordering::Relaxed) {
+            0 => DEFAULT_CALL_COST_PS,
+            c => c,
+        };
+        let calibrated_ns = calls as f64 * cost_ps as f64 / 1000.0;
+        // The natives' time measured in the program's threads, and the
+        // calibrated transitions into them and back.
+        let (in_ns, natives) = crate::in_situ::totals();
+        let (prev_ns, prev_natives) = std::mem::replace(&mut self.prev_in_situ, (in_ns, natives));
+        let in_ns = in_ns.saturating_sub(prev_ns) as f64;
+        let natives = natives.saturating_sub(prev_natives) as f64;
+        let transition_ns = b.transition_ps.load(Ordering::Relaxed) as f64 / 1000.0;
+        let measured_ns = in_ns + natives * transition_ns;
+        let probes_ns = measured_ns.max(calibrated_ns);
+        // The agent's own threads (the writer above all) work for the
+        // traced calls: their measured CPU time is spread over the calls
+        // of the interval, so that demoting a method also saves its share.
+        let writers = self.writers.total_ns();
+        let writers_ns = writers.saturating_sub(self.prev_writers_ns) as f64;
+        self.prev_writers_ns = writers;
+        let compilers = self.compilers.total_ns();
+        let compilers_ns = compilers.saturating_sub(self.prev_compilers_ns) as f64;
+        self.prev_compilers_ns = compilers;
+        probes_ns + writers_ns + jit_share(compilers_ns, probes_ns, cpu_ns, writers_ns)
+    }
+
     fn tick(&mut self, jni: Jni) {
         let agent = self.agent;
         let b = &agent.budget;
@@ -449,19 +552,9 @@ impl Loop {
             self.prev_calls[i] = calls;
             self.prev_ns[i] = ns;
         }
-        let cost_ps = match b.cost_ps.load(Ordering::Relaxed) {
-            0 => DEFAULT_CALL_COST_PS,
-            c => c,
-        };
         let total: u64 = deltas.iter().map(|d| d.1).sum();
-        // The agent's own threads (the writer above all) work for the
-        // traced calls: their measured CPU time is spread over the calls
-        // of the interval, so that demoting a method also saves its share.
-        let own = self.own_cpu.total_ns();
-        let own_ns = own.saturating_sub(self.prev_own_ns) as f64;
-        self.prev_own_ns = own;
-        let cost_ns = cost_ps as f64 / 1000.0 + own_ns / (total.max(1) as f64);
-        let tracing_ns = (total as f64 * cost_ns).max(own_ns);
+        let tracing_ns = self.tracing_ns(total, cpu_ns);
+        let cost_ns = tracing_ns / (total.max(1) as f64);
         let bp = overhead_bp(tracing_ns, cpu_ns);
         self.spent_ns += tracing_ns;
         self.program_ns += (cpu_ns - tracing_ns).max(0.0);
@@ -471,14 +564,14 @@ impl Loop {
             Ordering::Relaxed,
         );
         b.peak_bp.fetch_max(bp, Ordering::Relaxed);
-        self.ticks = self.ticks.wrapping_add(1);
         let over = bp > u64::from(limit_bp)
-            && self.started.elapsed() >= WARM_UP
-            && self.spent_ns >= OVERDRAFT_NS;
+            && self.spent_ns >= OVERDRAFT_NS
+            && (self.started.elapsed() >= WARM_UP || bp >= u64::from(limit_bp) * FAR_OVER);
         self.engaged |= over;
+        let settled = self.last_demotion.is_none_or(|t| t.elapsed() >= SETTLE);
         if over && !self.demote {
             b.could_not_demote.store(true, Ordering::Relaxed);
-        } else if over {
+        } else if over && settled {
             let calibration = crate::calibrate::CALIBRATION_METHOD.0 as usize;
             let choices = {
                 let demoted = b.demoted.read().unwrap_or_else(|e| e.into_inner());
@@ -488,9 +581,11 @@ impl Loop {
             };
             if !choices.is_empty() {
                 self.apply(jni, &choices, secs);
+                self.last_demotion = Some(Instant::now());
             }
         }
-        if self.ticks.is_multiple_of(REPORT_TICKS) {
+        if self.last_report.elapsed() >= REPORT_EVERY {
+            self.last_report = Instant::now();
             self.read_counters(jni);
             self.report(jni);
         }
@@ -769,6 +864,17 @@ mod tests {
         // Already demoted ones are skipped.
         let again = choose(&deltas, 1e9, 100.0, 1_000, |m| m == 1);
         assert_eq!(again.first().map(|c| c.method), Some(2));
+    }
+
+    #[test]
+    fn the_compilers_time_is_shared_as_the_probes_share_the_programs_threads() {
+        // 1 s of process CPU: 200 ms compiling, 100 ms writing, the probes
+        // 350 ms of the other 700 ms: half the compilers' time is theirs.
+        assert_eq!(jit_share(200e6, 350e6, 1e9, 100e6), 100e6);
+        // No probes, none of it; probes beyond the threads' time, all.
+        assert_eq!(jit_share(200e6, 0.0, 1e9, 0.0), 0.0);
+        assert_eq!(jit_share(200e6, 2e9, 1e9, 0.0), 200e6);
+        assert_eq!(jit_share(0.0, 0.0, 0.0, 0.0), 0.0);
     }
 
     #[test]

@@ -165,6 +165,16 @@ pub fn record(agent: &Agent, jni: Jni) {
     let Some((call_ns, return_ns)) = rust else {
         return;
     };
+    // What the Java loop adds to the Rust one is the JNI transitions into
+    // the two natives and back: the budget adds it to the natives' time
+    // it measures in the program's threads (`in_situ`), which cannot see
+    // its own transitions.
+    if let Some(pair) = java {
+        let transition = (pair - (call_ns + return_ns)).max(0.0) / 2.0;
+        agent
+            .budget
+            .set_transition_cost((transition * 1000.0).round() as u64);
+    }
     // The Java loop times a CALL and its RETURN together: split as the
     // Rust loop's figures are.
     let (call_ns, return_ns) = match java {

@@ -38,6 +38,7 @@ mod capture;
 mod classes;
 mod clock;
 mod control;
+mod in_situ;
 mod jvmti;
 mod methods;
 mod metrics;

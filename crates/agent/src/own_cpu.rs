@@ -1,7 +1,9 @@
-//! CPU time of the agent's writer threads (`vmview-writer`), for the
-//! overhead budget: what encoding and writing the traced calls' events
-//! costs is measured, not estimated. (The sampler's and the budget's own
-//! threads are not counted: demoting methods would not save their time.)
+//! CPU time of threads named by a prefix, for the overhead budget: the
+//! agent's writer threads (`vmview-writer`), so that what encoding and
+//! writing the traced calls' events costs is measured, not estimated, and
+//! the JIT's compiler threads, which compile the instrumented code. (The
+//! sampler's and the budget's own threads are not counted: demoting
+//! methods would not save their time.)
 //!
 //! The threads are found by name in `/proc/self/task/*/comm` and read
 //! through their per-thread CPU clocks (`clock_gettime` on the clock id
@@ -11,8 +13,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-/// The name of the threads counted (a prefix).
-const PREFIX: &[u8] = b"vmview-writer";
+/// The names of the agent's writer threads (a prefix).
+const WRITERS: &[&[u8]] = &[b"vmview-writer"];
+/// HotSpot's compiler threads (`C2 CompilerThread0`, as `comm` truncates
+/// it to 15 bytes).
+const COMPILERS: &[&[u8]] = &[b"C1 CompilerThre", b"C2 CompilerThre"];
 
 /// The CPU clock of thread `tid` of this process (Linux's
 /// `MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`).
@@ -25,37 +30,41 @@ fn thread_cpu_ns(tid: i32) -> Option<u64> {
     crate::clock::clock_ns(thread_clock(tid))
 }
 
-/// Running total of the agent threads' CPU time.
+/// Running total of some threads' CPU time.
 pub struct OwnCpu {
-    /// The name prefix of the threads counted.
-    prefix: &'static [u8],
+    /// The name prefixes of the threads counted.
+    prefixes: &'static [&'static [u8]],
     /// Per agent thread: the CPU time last read.
     seen: HashMap<i32, u64>,
-    /// Live threads known not to be the agent's (only those of the last
+    /// Live threads not counted (only those of the last
     /// listing, so that a program starting thread after thread does not
     /// grow it).
     others: HashSet<i32>,
     total_ns: u64,
 }
 
-impl Default for OwnCpu {
-    fn default() -> Self {
-        OwnCpu::named(PREFIX)
-    }
-}
-
 impl OwnCpu {
-    /// Counts the threads whose names start with `prefix`.
-    fn named(prefix: &'static [u8]) -> OwnCpu {
+    /// The agent's writer threads.
+    pub fn writers() -> OwnCpu {
+        OwnCpu::named(WRITERS)
+    }
+
+    /// The JIT's compiler threads.
+    pub fn compilers() -> OwnCpu {
+        OwnCpu::named(COMPILERS)
+    }
+
+    /// Counts the threads whose names start with one of `prefixes`.
+    fn named(prefixes: &'static [&'static [u8]]) -> OwnCpu {
         OwnCpu {
-            prefix,
+            prefixes,
             seen: HashMap::new(),
             others: HashSet::new(),
             total_ns: 0,
         }
     }
 
-    /// The agent threads' CPU time since the first call, ns: threads that
+    /// The threads' CPU time since the first call, ns: threads that
     /// appeared since are counted whole, threads that exited keep what
     /// was last read of them.
     pub fn total_ns(&mut self) -> u64 {
@@ -77,7 +86,7 @@ impl OwnCpu {
                     continue;
                 }
                 let ours = std::fs::read(entry.path().join("comm"))
-                    .map(|name| name.starts_with(self.prefix))
+                    .map(|name| self.prefixes.iter().any(|p| name.starts_with(p)))
                     .unwrap_or(false);
                 if ours {
                     self.seen.insert(tid, 0);
@@ -117,7 +126,7 @@ mod tests {
     fn a_busy_agent_thread_is_measured_and_other_threads_are_not() {
         // Threads of this test's own prefix, so that agent threads other
         // tests run at the same time are not counted.
-        let mut own = OwnCpu::named(b"vmvtest-");
+        let mut own = OwnCpu::named(&[b"vmvtest-"]);
         let before = own.total_ns();
         let spin = |d: Duration| {
             let until = Instant::now() + d;

@@ -81,6 +81,7 @@ pub(super) fn outermost_depth(agent: &Agent, probe_frames: i32) -> u32 {
 }
 
 unsafe extern "C" fn enter(env: Env, _class: Class, id: sys::jint) {
+    let timed = crate::in_situ::begin();
     agent::guard("Probe.enter", || {
         let Some(agent) = agent::live() else { return };
         let Some(tracing) = super::tracing_now(agent) else {
@@ -112,10 +113,12 @@ unsafe extern "C" fn enter(env: Env, _class: Class, id: sys::jint) {
             );
         });
     });
+    crate::in_situ::end(timed);
 }
 
 /// Buffers one argument for the next `enter`.
 fn arg(entry: &'static str, env: Env, value: impl FnOnce(&Agent, Jni) -> Value) {
+    let timed = crate::in_situ::begin();
     agent::guard(entry, || {
         let Some(agent) = agent::live() else { return };
         let Some(tracing) = super::tracing_now(agent) else {
@@ -131,6 +134,7 @@ fn arg(entry: &'static str, env: Env, value: impl FnOnce(&Agent, Jni) -> Value) 
             }
         });
     });
+    crate::in_situ::end(timed);
 }
 
 unsafe extern "C" fn arg_boolean(env: Env, _c: Class, v: sys::jboolean) {
@@ -171,6 +175,7 @@ fn on_exit(
     id: sys::jint,
     outcome: impl FnOnce(&Agent, Jni) -> Outcome,
 ) {
+    let timed = crate::in_situ::begin();
     agent::guard(entry, || {
         let Some(agent) = agent::live() else { return };
         let Some(tracing) = super::tracing_now(agent) else {
@@ -197,6 +202,7 @@ fn on_exit(
             )
         });
     });
+    crate::in_situ::end(timed);
 }
 
 /// A returned value, unless `args=off` (then the RETURN says only that the
