@@ -812,19 +812,225 @@ impl<W: Write> TraceWriter<W> {
             st.prev_time = ev.time_ns;
             v2.stream_bytes += st.bytes.len() - start_len;
         }
-        self.cur_thread = t;
-        self.prev_time = ev.time_ns;
-        self.next_id = ev.id.wrapping_add(1);
-        if self.count == 0 {
-            self.first_id = ev.id;
-        }
-        self.chunk_last_id = ev.id;
-        self.min_ns = self.min_ns.min(ev.time_ns);
-        self.max_ns = self.max_ns.max(ev.time_ns);
-        self.count += 1;
-        self.last_id = Some(ev.id);
-        self.events += 1;
+        self.wrote(ev.id, t, ev.time_ns);
         Ok(())
+    }
+
+    /// After an event is appended: the chunk's and the trace's counts.
+    #[inline]
+    fn wrote(&mut self, id: u64, t: u32, time_ns: u64) {
+        self.cur_thread = t;
+        self.prev_time = time_ns;
+        self.next_id = id.wrapping_add(1);
+        if self.count == 0 {
+            self.first_id = id;
+        }
+        self.chunk_last_id = id;
+        self.min_ns = self.min_ns.min(time_ns);
+        self.max_ns = self.max_ns.max(time_ns);
+        self.count += 1;
+        self.last_id = Some(id);
+        self.events += 1;
+    }
+
+    /// [`write`](TraceWriter::write) of a CALL without caller, arguments
+    /// or metrics, given its fields, so that no [`Event`] is built: the
+    /// same bytes as `write` (`tests/fast_path.rs` compares). The agent's
+    /// writer thread writes most events through this and
+    /// [`write_return`](TraceWriter::write_return).
+    #[inline]
+    pub fn write_call(
+        &mut self,
+        id: u64,
+        time_ns: u64,
+        thread: ThreadRef,
+        method: MethodId,
+        depth: u32,
+    ) -> Result<(), FormatError> {
+        if self.v2.is_some() {
+            return self.write(&Event {
+                id,
+                time_ns,
+                thread,
+                kind: EventKind::Call {
+                    method,
+                    depth,
+                    caller: None,
+                    params: Vec::new(),
+                    metrics: Metrics::NONE,
+                },
+            });
+        }
+        let t = self.begin_v1(id, thread)?;
+        let gen = self.generation;
+        self.defs.method(method, gen, &mut self.buf)?;
+        let flags = self.flags_v1(id, t);
+        let st = self.threads.get(t, gen);
+        let expected = st.depth.wrapping_add(1);
+        st.begin_call(depth);
+        let buf = &mut self.buf;
+        if depth == expected {
+            put_head(
+                buf,
+                OP_CALL | flags,
+                t,
+                id,
+                self.next_id,
+                time_ns,
+                self.prev_time,
+            );
+            put_u64(buf, u64::from(method.0));
+        } else {
+            let tag = OP_CALL | F_KIND | flags;
+            put_head(buf, tag, t, id, self.next_id, time_ns, self.prev_time);
+            buf.push(CALL_DEPTH);
+            put_u64(buf, u64::from(method.0));
+            put_i64(buf, i64::from(depth) - i64::from(expected));
+        }
+        st.end_call(depth, method.0, time_ns);
+        self.wrote(id, t, time_ns);
+        Ok(())
+    }
+
+    /// [`write`](TraceWriter::write) of a RETURN without metrics, given
+    /// its fields (see [`write_call`](TraceWriter::write_call)).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn write_return(
+        &mut self,
+        id: u64,
+        time_ns: u64,
+        thread: ThreadRef,
+        method: MethodId,
+        depth: u32,
+        elapsed_ns: u64,
+        outcome: &Outcome,
+    ) -> Result<(), FormatError> {
+        if self.v2.is_some() {
+            return self.write(&Event {
+                id,
+                time_ns,
+                thread,
+                kind: EventKind::Return {
+                    method,
+                    depth,
+                    outcome: outcome.clone(),
+                    elapsed_ns,
+                    metrics: Metrics::NONE,
+                },
+            });
+        }
+        let t = self.begin_v1(id, thread)?;
+        let gen = self.generation;
+        self.defs.method(method, gen, &mut self.buf)?;
+        match outcome {
+            Outcome::Void => {}
+            Outcome::Value(v) => self.defs.value(v, gen, &mut self.buf, 0)?,
+            Outcome::Exception { class } => self.defs.string(*class, gen, &mut self.buf)?,
+        }
+        let flags = self.flags_v1(id, t);
+        let st = self.threads.get(t, gen);
+        let expected = st.depth;
+        let mut x = 0u8;
+        if depth != expected {
+            x |= RET_DEPTH;
+        }
+        match st.begin_return(depth) {
+            Some(f) => {
+                if f.method != method.0 {
+                    x |= RET_METHOD;
+                }
+                if time_ns.checked_sub(f.time_ns) != Some(elapsed_ns) {
+                    x |= RET_ELAPSED;
+                }
+            }
+            None => x |= RET_METHOD | RET_ELAPSED,
+        }
+        x |= match outcome {
+            Outcome::Void => 0,
+            Outcome::Value(_) => 1 << RET_OUTCOME_SHIFT,
+            Outcome::Exception { .. } => 2 << RET_OUTCOME_SHIFT,
+        };
+        let buf = &mut self.buf;
+        let (next_id, prev_time) = (self.next_id, self.prev_time);
+        if x == 0 {
+            put_head(buf, OP_RETURN | flags, t, id, next_id, time_ns, prev_time);
+        } else {
+            put_head(
+                buf,
+                OP_RETURN | F_KIND | flags,
+                t,
+                id,
+                next_id,
+                time_ns,
+                prev_time,
+            );
+            buf.push(x);
+        }
+        if x & RET_METHOD != 0 {
+            put_u64(buf, u64::from(method.0));
+        }
+        if x & RET_DEPTH != 0 {
+            put_i64(buf, i64::from(depth) - i64::from(expected));
+        }
+        if x & RET_ELAPSED != 0 {
+            put_u64(buf, elapsed_ns);
+        }
+        match outcome {
+            Outcome::Void => {}
+            Outcome::Value(v) => put_value(buf, v),
+            Outcome::Exception { class } => put_u64(buf, u64::from(class.0)),
+        }
+        st.end_return(depth);
+        self.wrote(id, t, time_ns);
+        Ok(())
+    }
+
+    /// What [`write`](TraceWriter::write) does before a version 1 event:
+    /// checks the id and thread, ends a full chunk and puts the thread's
+    /// record into the chunk when it changes. Returns the thread handle.
+    #[inline]
+    fn begin_v1(&mut self, id: u64, thread: ThreadRef) -> Result<u32, FormatError> {
+        if self.last_id.is_some_and(|last| id <= last) || thread.0 >= MAX_THREAD_REF {
+            // The checks and their messages are `write`'s.
+            return Err(self.invalid(id, thread));
+        }
+        let t = thread.0;
+        if self.count > 0
+            && (self.buf.len() - CHUNK_HEADER_LEN >= self.chunk_target || self.count == u32::MAX)
+        {
+            self.end_chunk()?;
+        }
+        if t != self.cur_thread {
+            self.defs.thread(t, self.generation, &mut self.buf)?;
+        }
+        Ok(t)
+    }
+
+    #[cold]
+    fn invalid(&self, id: u64, thread: ThreadRef) -> FormatError {
+        match self.last_id {
+            Some(last) if id <= last => FormatError::InvalidWrite(format!(
+                "event id {id} does not follow the previous id {last} (ids must increase)"
+            )),
+            _ => FormatError::InvalidWrite(format!(
+                "thread handle {} is too large (handles are dense and below {MAX_THREAD_REF})",
+                thread.0
+            )),
+        }
+    }
+
+    /// The version 1 tag flags of event `id` of thread `t`.
+    #[inline]
+    fn flags_v1(&self, id: u64, t: u32) -> u8 {
+        let mut flags = 0;
+        if t != self.cur_thread {
+            flags |= F_THREAD;
+        }
+        if id != self.next_id {
+            flags |= F_ID;
+        }
+        flags
     }
 
     /// Appends the symbol records `kind` needs that this chunk lacks.
@@ -1060,6 +1266,20 @@ impl<W: Write> TraceWriter<W> {
             v2.redefined = false;
         }
     }
+}
+
+/// An event's tag and what follows it in every event: the thread when
+/// the tag says so, the id gap likewise, the time delta.
+#[inline]
+fn put_head(buf: &mut Vec<u8>, tag: u8, t: u32, id: u64, next_id: u64, time: u64, prev: u64) {
+    buf.push(tag);
+    if tag & F_THREAD != 0 {
+        put_u64(buf, u64::from(t));
+    }
+    if tag & F_ID != 0 {
+        put_u64(buf, id - next_id);
+    }
+    put_i64(buf, time.wrapping_sub(prev) as i64);
 }
 
 #[inline]

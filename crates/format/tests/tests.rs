@@ -3,6 +3,7 @@
 
 mod chunks;
 mod example;
+mod fast_path;
 mod invariants;
 mod recovery;
 mod round_trip;
