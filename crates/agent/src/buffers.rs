@@ -102,8 +102,9 @@ pub struct ThreadEvents {
 }
 
 impl ThreadEvents {
-    /// Takes the next event out of its block, still packed (the writer
-    /// sorts 40-byte slots, not whole events).
+    /// Takes the next event out of its block, still packed (tests, and
+    /// the writer benchmark's round as it was before
+    /// [`take_all`](ThreadEvents::take_all)).
     pub fn take(&mut self) -> Option<Slot> {
         let s = self.segments.front_mut()?;
         // SAFETY: slot `next` is published (`next < end`, `end` read with
@@ -116,6 +117,32 @@ impl ThreadEvents {
             self.segments.pop_front();
         }
         Some(slot)
+    }
+
+    /// Moves all the events into `out`, still packed, oldest first: one
+    /// copy per block rather than per event. `inspect` sees each slot
+    /// first, while its block's part is in the cache for the copy.
+    pub fn take_all(mut self, out: &mut Vec<Slot>, mut inspect: impl FnMut(&Slot)) {
+        for s in self.segments.drain(..) {
+            let n = s.end - s.next;
+            for slot in &s.block.slots[s.next..s.end] {
+                // SAFETY: published and not taken (see below).
+                inspect(unsafe { (*slot.get()).assume_init_ref() });
+            }
+            out.reserve(n);
+            // SAFETY: slots `next..end` are published (`end` read with
+            // acquire) and not taken; they are moved into `out`'s spare
+            // capacity (`UnsafeCell<MaybeUninit<Slot>>` has `Slot`'s
+            // layout), and `taken` moves past them before anything else
+            // can read the block, so each is moved out exactly once.
+            unsafe {
+                let from = s.block.slots[s.next..s.end].as_ptr().cast::<Slot>();
+                let to = out.as_mut_ptr().add(out.len());
+                std::ptr::copy_nonoverlapping(from, to, n);
+                out.set_len(out.len() + n);
+            }
+            s.block.taken.store(s.end, Ordering::Relaxed);
+        }
     }
 }
 

@@ -58,6 +58,15 @@ mod values;
 mod vthreads;
 mod writer;
 
+/// What `benches/writer.rs` measures (the writer thread's work on one
+/// core): not an API.
+#[doc(hidden)]
+pub mod bench {
+    pub use crate::buffers::{Buffers, Producer, ThreadEvents};
+    pub use crate::slot::Slot;
+    pub use crate::writer::{RoundStats, Sequencer};
+}
+
 use std::ffi::{c_char, c_void, CStr};
 
 /// The marker and build this agent was compiled as: `vmview-agent-build

@@ -9,7 +9,10 @@
 //! a RETURN without a value (elapsed under 4.3 s); any other event is
 //! boxed.
 
-use vmview_format::{Event, EventKind, MethodId, Metrics, Outcome, StringId, ThreadRef, Value};
+use vmview_format::{
+    Event, EventKind, FormatError, MethodId, Metrics, Outcome, StringId, ThreadRef, TraceWriter,
+    Value,
+};
 
 /// Highest depth a small slot holds (a deeper event is boxed): the top
 /// byte of `depth_tag` is the tag.
@@ -374,8 +377,6 @@ impl Slot {
             }
             _ => {}
         }
-        let v = slot.value;
-        let class = StringId(slot.class);
         let kind = if tag == CALL {
             EventKind::Call {
                 method,
@@ -385,34 +386,10 @@ impl Slot {
                 metrics: Metrics::NONE,
             }
         } else {
-            let outcome = match tag {
-                RETURN_VOID => Outcome::Void,
-                RETURN_EXCEPTION => Outcome::Exception { class },
-                _ => Outcome::Value(match tag {
-                    RETURN_NULL => Value::Null,
-                    RETURN_BOOLEAN => Value::Boolean(v != 0),
-                    RETURN_BYTE => Value::Byte(v as u8 as i8),
-                    RETURN_CHAR => Value::Char(v as u16),
-                    RETURN_SHORT => Value::Short(v as u16 as i16),
-                    RETURN_INT => Value::Int(v as u32 as i32),
-                    RETURN_LONG => Value::Long(v as i64),
-                    RETURN_FLOAT => Value::Float(f32::from_bits(v as u32)),
-                    RETURN_DOUBLE => Value::Double(f64::from_bits(v)),
-                    RETURN_OBJECT => Value::Object {
-                        class,
-                        hash: v as u32,
-                    },
-                    RETURN_ARRAY => Value::Array {
-                        class,
-                        length: v as u32,
-                    },
-                    _ => Value::Unavailable,
-                }),
-            };
             EventKind::Return {
                 method,
                 depth,
-                outcome,
+                outcome: slot.small_outcome(tag),
                 elapsed_ns: slot.elapsed_or_box,
                 metrics: Metrics::NONE,
             }
@@ -424,6 +401,88 @@ impl Slot {
             kind,
         }
     }
+
+    /// The outcome of a RETURN slot of tag RETURN_VOID to RETURN_ARRAY.
+    #[inline]
+    fn small_outcome(&self, tag: u32) -> Outcome {
+        let v = self.value;
+        let class = StringId(self.class);
+        match tag {
+            RETURN_VOID => Outcome::Void,
+            RETURN_EXCEPTION => Outcome::Exception { class },
+            _ => Outcome::Value(match tag {
+                RETURN_NULL => Value::Null,
+                RETURN_BOOLEAN => Value::Boolean(v != 0),
+                RETURN_BYTE => Value::Byte(v as u8 as i8),
+                RETURN_CHAR => Value::Char(v as u16),
+                RETURN_SHORT => Value::Short(v as u16 as i16),
+                RETURN_INT => Value::Int(v as u32 as i32),
+                RETURN_LONG => Value::Long(v as i64),
+                RETURN_FLOAT => Value::Float(f32::from_bits(v as u32)),
+                RETURN_DOUBLE => Value::Double(f64::from_bits(v)),
+                RETURN_OBJECT => Value::Object {
+                    class,
+                    hash: v as u32,
+                },
+                RETURN_ARRAY => Value::Array {
+                    class,
+                    length: v as u32,
+                },
+                _ => Value::Unavailable,
+            }),
+        }
+    }
+
+    /// Writes the event as number `id`, its time counted from `origin`
+    /// (saturating). A CALL or RETURN of a small slot goes straight from
+    /// the slot's fields to the trace writer (no [`Event`] built); any
+    /// other is unpacked. Says what was written, for `adapt=`.
+    #[inline]
+    pub fn write_to<W: std::io::Write>(
+        self,
+        id: u64,
+        origin: u64,
+        out: &mut TraceWriter<W>,
+    ) -> Result<Written, FormatError> {
+        let tag = self.tag();
+        let time_ns = self.time_ns.saturating_sub(origin);
+        let (thread, method) = (ThreadRef(self.thread), MethodId(self.method));
+        let depth = self.depth_tag & MAX_DEPTH;
+        if tag == CALL {
+            out.write_call(id, time_ns, thread, method, depth)?;
+            return Ok(Written::Call { depth });
+        }
+        if (RETURN_VOID..=RETURN_ARRAY).contains(&tag) {
+            let outcome = self.small_outcome(tag);
+            out.write_return(
+                id,
+                time_ns,
+                thread,
+                method,
+                depth,
+                self.elapsed_or_box,
+                &outcome,
+            )?;
+            return Ok(Written::Return);
+        }
+        let mut e = self.unpack();
+        e.id = id;
+        e.time_ns = time_ns;
+        out.write(&e)?;
+        Ok(match e.kind {
+            EventKind::Call { depth, .. } => Written::Call { depth },
+            EventKind::Return { .. } => Written::Return,
+            _ => Written::Other,
+        })
+    }
+}
+
+/// What [`Slot::write_to`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    Call { depth: u32 },
+    Return,
+    Other,
 }
 
 /// Whether a CALL or RETURN carries no metrics (`metrics=` off).
