@@ -189,6 +189,10 @@ pub struct StatsBuilder {
     budget_reports: u64,
     /// The last METHOD_COUNTS' time and estimate.
     budget_last: Option<(u64, u64)>,
+    /// The thread of `budget_last`'s event, and whether another thread had
+    /// one at the same time (see [`StatsBuilder::depends_on_thread_order`]).
+    budget_thread: Option<ThreadRef>,
+    budget_tied: bool,
     /// A partial builder ([`StatsBuilder::partial`]): the threads' stacks
     /// are only what this part of the trace opened, and what needs the
     /// frames opened before it is deferred to [`StatsBuilder::merge`].
@@ -387,6 +391,10 @@ impl EventSink for StatsBuilder {
             } => {
                 self.budget_reports += 1;
                 if self.budget_last.is_none_or(|(t, _)| t <= ev.time_ns) {
+                    let tie = self.budget_last.is_some_and(|(t, _)| t == ev.time_ns);
+                    self.budget_tied =
+                        tie && (self.budget_tied || self.budget_thread != Some(ev.thread));
+                    self.budget_thread = Some(ev.thread);
                     self.budget_last = Some((ev.time_ns, *overhead_bp));
                 }
                 // Running totals: the largest is the latest.
@@ -433,6 +441,7 @@ fn known(syms: &SymbolTable, id: StringId) -> Option<String> {
     (s != "?").then(|| s.to_string())
 }
 
+#[inline]
 fn method_acc<'m>(
     methods: &'m mut HashMap<MethodId, MethodAcc>,
     id: MethodId,
@@ -478,6 +487,16 @@ impl StatsBuilder {
             partial: true,
             ..Self::default()
         }
+    }
+
+    /// Whether these statistics could differ had the same events come in
+    /// another order across threads (each thread's own events in the same
+    /// order): only when the latest budget estimate is a tie between
+    /// threads. A builder fed a chunk's events thread by thread
+    /// (`ChunkFile::for_each_event_by_thread`) is exact unless this says
+    /// otherwise.
+    pub fn depends_on_thread_order(&self) -> bool {
+        self.budget_tied
     }
 
     /// Adds `part` (a [`partial`](Self::partial) builder of the events

@@ -20,7 +20,7 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use vmview_export::{EventWriter, JsonlWriter, TextWriter, XmlWriter};
 use vmview_filter::{EventFilter, SubsetWriter};
-use vmview_format::parallel::{decode_threads, ordered_map_fold, MethodScan};
+use vmview_format::parallel::{decode_threads, in_order_asked, ordered_map_fold, MethodScan};
 use vmview_format::{ChunkInfo, Event, EventKind, MethodId, Scanned, SymbolTable, TraceHeader};
 
 use crate::error::{hinted, plain};
@@ -282,8 +282,7 @@ fn scan_parallel(
     // one core (one pool thread, folded here, in order); otherwise one core
     // reads in order. `VMVIEW_THREADS=1` always reads in order: the
     // sequential reader stays the reference the tests compare against.
-    let asked_in_order = std::env::var("VMVIEW_THREADS").is_ok_and(|v| v.trim() == "1");
-    if threads <= 1 && (asked_in_order || !filter.reads_only_heads()) {
+    if threads <= 1 && (in_order_asked() || !filter.reads_only_heads()) {
         return Ok(Parallel::No);
     }
     let path = input.path().to_path_buf();

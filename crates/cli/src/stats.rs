@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use serde_json::{json, to_value, Value as Json};
 use vmview_analysis::{EventSink, MethodStats, StatsBuilder, TraceStats};
 use vmview_export::names::{duration_display, hash_hex};
-use vmview_format::parallel::ordered_map_fold;
+use vmview_format::parallel::{in_order_asked, ordered_map_fold, ChunkFault};
 use vmview_format::{DiagnosticKind, SymbolTable, TraceHeader};
 
 use crate::trace;
@@ -147,19 +147,37 @@ pub fn run(args: &StatsArgs) -> anyhow::Result<ExitCode> {
 
 /// The statistics of a clean binary trace, each chunk's computed on a pool
 /// thread from lazily decoded events (the numbers use no value) and merged
-/// in trace order; `None` when the trace must be read in order.
+/// in trace order; `None` when the trace must be read in order. On one
+/// core too (one pool thread): a chunk's threads are read one after
+/// another there, which the sequential reader cannot do; `VMVIEW_THREADS=1`
+/// keeps the sequential reader, the reference.
 fn in_parallel(reader: &mut trace::Input) -> Option<StatsBuilder> {
-    let (cf, threads) = reader.parallel()?;
+    let (cf, threads) = match reader.parallel() {
+        Some(p) => p,
+        None if in_order_asked() => return None,
+        None => {
+            let path = reader.path().to_path_buf();
+            (reader.source().chunk_file(&path)?, 1)
+        }
+    };
     let mut total = StatsBuilder::new();
     let whole = ordered_map_fold(
         threads,
         cf.chunks().len(),
         threads * trace::CHUNKS_IN_FLIGHT_PER_THREAD,
-        |i| {
+        |i| -> Result<StatsBuilder, ChunkFault> {
+            // Thread by thread: nothing here but the budget's last
+            // estimate depends on the order across threads (and a chunk
+            // where it does is read again, in order).
             let mut part = StatsBuilder::partial();
             let mut syms = SymbolTable::default();
-            cf.for_each_event(i, true, &mut syms, |ev, syms| part.event(&ev, syms))
-                .map(|()| part)
+            cf.for_each_event_by_thread(i, true, &mut syms, |ev, syms| part.event(&ev, syms))?;
+            if part.depends_on_thread_order() {
+                part = StatsBuilder::partial();
+                syms = SymbolTable::default();
+                cf.for_each_event(i, true, &mut syms, |ev, syms| part.event(&ev, syms))?;
+            }
+            Ok(part)
         },
         |part| match part {
             Ok(p) => {

@@ -75,6 +75,12 @@ pub(crate) struct ChunkDecoder {
     /// A type-and-method scan's verdicts (see `MethodPick`), kept here so
     /// each chunk reuses the allocation.
     pub verdicts: Vec<u8>,
+    /// A ranked scan (see `scan_ranked`): every event's merge key, stream
+    /// after stream.
+    keys: Vec<u64>,
+    /// A ranked scan's events, kept here so each chunk reuses the
+    /// allocation.
+    collected: Vec<Event>,
 }
 
 impl ChunkDecoder {
@@ -521,6 +527,33 @@ impl<F: FnMut(&Scanned, &SymbolTable) -> bool> HeadPick for ScannedPick<'_, F> {
     }
 }
 
+/// A ranked scan's [`HeadPick`]: picks as `inner` does, and keeps the
+/// events for it.
+struct Collect<'a, P> {
+    inner: &'a mut P,
+    events: Vec<Event>,
+}
+
+impl<P: HeadPick> HeadPick for Collect<'_, P> {
+    #[inline(always)]
+    fn pick(
+        &mut self,
+        id: u64,
+        time_ns: u64,
+        thread: u32,
+        ret: bool,
+        method: u32,
+        symbols: &SymbolTable,
+    ) -> bool {
+        self.inner.pick(id, time_ns, thread, ret, method, symbols)
+    }
+
+    #[inline(always)]
+    fn event(&mut self, ev: Event, _: &SymbolTable) {
+        self.events.push(ev);
+    }
+}
+
 /// A type-and-method scan's [`HeadPick`]: each CALL's and RETURN's verdict
 /// comes from `verdicts`, by method handle, filled from the scan the first
 /// time a method is seen while the symbol table knows it.
@@ -604,6 +637,12 @@ impl ChunkDecoder {
     /// `take_error` set.
     #[inline]
     pub(crate) fn scan_heads(&mut self, symbols: &mut SymbolTable, p: &mut impl HeadPick) {
+        if self.v2 && self.any_order && self.rank == 0 {
+            if let Err(e) = self.scan_streams::<false>(symbols, p) {
+                self.error = Some(e);
+            }
+            return;
+        }
         loop {
             let r = if self.v2 {
                 self.v2_step(symbols, |d, s| d.decode_head(s, p))
@@ -622,6 +661,193 @@ impl ChunkDecoder {
                 }
             }
         }
+    }
+
+    /// Whether the chunk is in format version 2 (thread streams).
+    pub(crate) fn is_v2(&self) -> bool {
+        self.v2
+    }
+
+    /// [`scan_heads`](Self::scan_heads) of a version 2 chunk in the trace's
+    /// order and with its ids, without the merge by time: the streams are
+    /// read one after another (`scan_streams`), what `p` is to get whole is
+    /// kept, and each kept event's place in the merge is then counted from
+    /// the other streams' merge keys.
+    ///
+    /// Why that is the merge's order: the merge takes next the stream
+    /// whose next event has the earliest time, the lowest stream on a tie.
+    /// A stream's event earlier than one before it in the same stream
+    /// (a time that goes back) comes right after it: the stream was taken
+    /// at that later time, so every other stream's next is later still
+    /// (or as late, from a higher stream). So the order is the same with
+    /// each event's time replaced by the latest time of its stream up to
+    /// it, its *key*; keys rise within a stream, and an event comes after
+    /// exactly the events of lower streams with a key up to its own and
+    /// those of higher streams with a smaller key (binary searches).
+    /// Damage sets the error as `scan_heads` does, and then nothing is
+    /// given to `p.event`.
+    pub(crate) fn scan_ranked(&mut self, symbols: &mut SymbolTable, p: &mut impl HeadPick) {
+        let mut events = std::mem::take(&mut self.collected);
+        events.clear();
+        let mut collect = Collect {
+            inner: &mut *p,
+            events,
+        };
+        let r = self.scan_streams::<true>(symbols, &mut collect);
+        let mut events = collect.events;
+        let starts: Vec<usize> = std::iter::once(0)
+            .chain(self.streams.iter().scan(0usize, |n, s| {
+                *n += s.left as usize;
+                Some(*n)
+            }))
+            .collect();
+        // A stream that ended early leaves the chunk's totals short, and
+        // the chunk fails: nothing to hand on then either.
+        let whole = starts.last() == Some(&self.keys.len());
+        match r {
+            Err(e) => self.error = Some(e),
+            Ok(()) if whole => {
+                let first_id = self.header.first_id;
+                for ev in &mut events {
+                    let g = ev.id.wrapping_sub(first_id) as usize;
+                    let s = starts.partition_point(|&at| at <= g) - 1;
+                    let key = self.keys[g];
+                    let mut rank = g - starts[s];
+                    for (j, w) in starts.windows(2).enumerate() {
+                        let keys = &self.keys[w[0]..w[1]];
+                        rank += match j.cmp(&s) {
+                            std::cmp::Ordering::Less => keys.partition_point(|&k| k <= key),
+                            std::cmp::Ordering::Greater => keys.partition_point(|&k| k < key),
+                            std::cmp::Ordering::Equal => 0,
+                        };
+                    }
+                    ev.id = first_id.wrapping_add(rank as u64);
+                }
+                events.sort_unstable_by_key(|e| e.id.wrapping_sub(first_id));
+                for ev in events.drain(..) {
+                    p.event(ev, symbols);
+                }
+            }
+            Ok(()) => {}
+        }
+        events.clear();
+        self.collected = events;
+    }
+
+    /// [`scan_heads`](Self::scan_heads) of a version 2 chunk in any order:
+    /// each thread stream read from start to end, its position, time and
+    /// thread state in locals, CALLs and RETURNs by [`head_body`] and every
+    /// other event by [`decode`](Self::decode). The events, their checks
+    /// and their (not the trace's) ids are those `v2_step` gives in any
+    /// order. With `RECORD`, every event's merge key (the latest time of its
+    /// stream up to it; see `scan_ranked`) goes to `keys`.
+    fn scan_streams<const RECORD: bool>(
+        &mut self,
+        symbols: &mut SymbolTable,
+        p: &mut impl HeadPick,
+    ) -> Result<(), Malformed> {
+        if !self.v2_open {
+            self.open_v2(symbols)?;
+        }
+        let first_id = self.header.first_id;
+        let gen = self.generation;
+        let skip_values = self.skip_values;
+        let mut rank = self.rank;
+        if RECORD {
+            self.keys.clear();
+        }
+        // Out of the decoder while it reads them (`decode` does not use them).
+        let streams = std::mem::take(&mut self.streams);
+        let result = (|| -> Result<(), Malformed> {
+            for &s in &streams {
+                let (mut pos, mut prev_time, mut left) = (s.pos, 0u64, s.left);
+                let mut key = 0u64;
+                while left > 0 {
+                    {
+                        // CALLs and RETURNs, the bulk of a stream, here.
+                        let mut c = Cursor::new(&self.payload[..s.end], pos);
+                        let st = self.threads.get(s.thread, gen);
+                        while left > 0 {
+                            let Some(tag) = c.peek() else {
+                                break;
+                            };
+                            let op = tag & OP_MASK;
+                            if op != OP_CALL && op != OP_RETURN {
+                                break;
+                            }
+                            c.u8()?;
+                            if tag & (F_THREAD | F_ID) != 0 {
+                                return Err(c.err("no thread or id bits inside a thread stream"));
+                            }
+                            let id = first_id.wrapping_add(rank);
+                            let time_ns = prev_time.wrapping_add(c.i64()? as u64);
+                            let h = Head {
+                                tag,
+                                op,
+                                v2: true,
+                                skip_values,
+                                id,
+                                time_ns,
+                                thread: s.thread,
+                            };
+                            let picked = head_body(&mut c, st, h, symbols, p)?;
+                            if RECORD {
+                                key = key.max(time_ns);
+                                self.keys.push(key);
+                            }
+                            prev_time = time_ns;
+                            pos = c.pos();
+                            left -= 1;
+                            rank += 1;
+                            self.decoded = self.decoded.wrapping_add(1);
+                            if let Some(ev) = picked {
+                                p.event(ev, symbols);
+                            }
+                        }
+                    }
+                    if left == 0 {
+                        break;
+                    }
+                    // Any other event (or damage), decoded whole.
+                    self.pos = pos;
+                    self.end = s.end;
+                    self.cur_thread = s.thread;
+                    self.prev_time = prev_time;
+                    self.next_id = first_id.wrapping_add(rank);
+                    let Some(ev) = self.decode(symbols)? else {
+                        // The stream ends early: as in order, the chunk
+                        // ends here (and its totals disagree).
+                        return Ok(());
+                    };
+                    if RECORD {
+                        key = key.max(ev.time_ns);
+                        self.keys.push(key);
+                    }
+                    prev_time = self.prev_time;
+                    pos = self.pos;
+                    left -= 1;
+                    rank += 1;
+                    p.event(ev, symbols);
+                }
+                if pos != s.end {
+                    return Err(Malformed {
+                        offset: pos,
+                        what: "a thread stream that ends with its last event",
+                    });
+                }
+            }
+            Ok(())
+        })();
+        self.streams = streams;
+        // The decoder ends as `v2_step` leaves it, every stream read.
+        if rank > 0 {
+            self.first_id = Some(first_id);
+            self.last_id = Some(first_id.wrapping_add(rank - 1));
+        }
+        self.rank = rank;
+        self.v2_current = None;
+        self.next_stream = self.streams.len() as u32;
+        result
     }
 
     /// A CALL or RETURN: its head to `pick`, and whole to `pick` again when
@@ -689,160 +915,21 @@ impl ChunkDecoder {
                 self.next_id
             };
             let time_ns = self.prev_time.wrapping_add(c.i64()? as u64);
-            let kind_flag = tag & F_KIND != 0;
-            let gen = self.generation;
-            let x = if kind_flag { c.u8()? } else { 0 };
-            let mut picked = None;
-            if op == OP_CALL {
-                if x & !CALL_KNOWN != 0 || (kind_flag && x == 0) {
-                    return Err(c.err("known CALL flags"));
-                }
-                let method = c.u32()?;
-                let st = self.threads.get(thread, gen);
-                let expected = st.depth.wrapping_add(1);
-                let depth = if x & CALL_DEPTH != 0 {
-                    read_depth(&mut c, expected)?
-                } else {
-                    expected
-                };
-                let predicted_caller = st.begin_call(depth);
-                let body_end = if self.v2 && x & CALL_BODY != 0 {
-                    Some(body_length(&mut c)?)
-                } else {
-                    None
-                };
-                if p.pick(id, time_ns, thread, false, method, symbols) {
-                    let (caller, params, metrics) =
-                        read_call_body(&mut c, x, predicted_caller, self.skip_values, st)?;
-                    body_ends(&c, body_end)?;
-                    picked = Some(Event {
-                        id,
-                        time_ns,
-                        thread: ThreadRef(thread),
-                        kind: EventKind::Call {
-                            method: MethodId(method),
-                            depth,
-                            caller,
-                            params,
-                            metrics,
-                        },
-                    });
-                } else if let (Some(end), 0) = (body_end, x & (CALL_CPU | CALL_ALLOC)) {
-                    // The body is stepped over whole; only what the head
-                    // implies is checked. (Metrics are deltas on the
-                    // thread's running totals: a body with them is read.)
-                    if x & CALL_CALLER == 0 && x & CALL_CALLER_METHOD != 0 {
-                        return Err(c.err("a caller method only with a caller"));
-                    }
-                    if x & (CALL_CALLER | CALL_CALLER_METHOD) == CALL_CALLER
-                        && predicted_caller.is_none()
-                    {
-                        return Err(c.err("an open CALL to name the caller"));
-                    }
-                    c.bytes(end - c.pos())?;
-                } else {
-                    if x & CALL_CALLER != 0 {
-                        if x & CALL_CALLER_METHOD != 0 {
-                            c.u32()?;
-                        } else if predicted_caller.is_none() {
-                            return Err(c.err("an open CALL to name the caller"));
-                        }
-                        read_loc(&mut c)?;
-                    } else if x & CALL_CALLER_METHOD != 0 {
-                        return Err(c.err("a caller method only with a caller"));
-                    }
-                    if x & CALL_PARAMS != 0 {
-                        let n = c.count(1)?;
-                        for _ in 0..n {
-                            skip_value(&mut c, 0)?;
-                        }
-                    }
-                    read_metrics(
-                        &mut c,
-                        x & CALL_CPU != 0,
-                        x & CALL_ALLOC != 0,
-                        &mut st.cpu_ns,
-                        &mut st.alloc_bytes,
-                    )?;
-                    body_ends(&c, body_end)?;
-                }
-                st.end_call(depth, method, time_ns);
-            } else {
-                if x & !RET_KNOWN != 0 || (kind_flag && x == 0) {
-                    return Err(c.err("known RETURN flags"));
-                }
-                let explicit_method = if x & RET_METHOD != 0 {
-                    Some(c.u32()?)
-                } else {
-                    None
-                };
-                let st = self.threads.get(thread, gen);
-                let expected = st.depth;
-                let depth = if x & RET_DEPTH != 0 {
-                    read_depth(&mut c, expected)?
-                } else {
-                    expected
-                };
-                let open = st.begin_return(depth);
-                let method = match (explicit_method, open) {
-                    (Some(m), _) => m,
-                    (None, Some(f)) => f.method,
-                    (None, None) => return Err(c.err("an open CALL for the RETURN's method")),
-                };
-                let elapsed_ns = if x & RET_ELAPSED != 0 {
-                    c.u64()?
-                } else {
-                    match open {
-                        Some(f) => time_ns.wrapping_sub(f.time_ns),
-                        None => return Err(c.err("an open CALL for the RETURN's elapsed time")),
-                    }
-                };
-                let body_end = if self.v2 && x & RET_BODY != 0 {
-                    Some(body_length(&mut c)?)
-                } else {
-                    None
-                };
-                if p.pick(id, time_ns, thread, true, method, symbols) {
-                    let (outcome, metrics) = read_return_body(&mut c, x, self.skip_values, st)?;
-                    body_ends(&c, body_end)?;
-                    picked = Some(Event {
-                        id,
-                        time_ns,
-                        thread: ThreadRef(thread),
-                        kind: EventKind::Return {
-                            method: MethodId(method),
-                            depth,
-                            outcome,
-                            elapsed_ns,
-                            metrics,
-                        },
-                    });
-                } else {
-                    if (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT == 3 {
-                        return Err(c.err("a known RETURN outcome"));
-                    }
-                    if let (Some(end), 0) = (body_end, x & (RET_CPU | RET_ALLOC)) {
-                        c.bytes(end - c.pos())?;
-                    } else {
-                        match (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT {
-                            0 => {}
-                            1 => skip_value(&mut c, 0)?,
-                            _ => {
-                                c.u32()?;
-                            }
-                        }
-                        read_metrics(
-                            &mut c,
-                            x & RET_CPU != 0,
-                            x & RET_ALLOC != 0,
-                            &mut st.cpu_ns,
-                            &mut st.alloc_bytes,
-                        )?;
-                        body_ends(&c, body_end)?;
-                    }
-                }
-                st.end_return(depth);
-            }
+            let picked = head_body(
+                &mut c,
+                self.threads.get(thread, self.generation),
+                Head {
+                    tag,
+                    op,
+                    v2: self.v2,
+                    skip_values: self.skip_values,
+                    id,
+                    time_ns,
+                    thread,
+                },
+                symbols,
+                p,
+            )?;
             self.cur_thread = thread;
             self.pos = c.pos();
             self.prev_time = time_ns;
@@ -858,6 +945,193 @@ impl ChunkDecoder {
             return Ok(Some(()));
         }
     }
+}
+
+/// What a CALL's or RETURN's tag, thread, id and time said, for
+/// [`head_body`].
+#[derive(Clone, Copy)]
+struct Head {
+    tag: u8,
+    op: u8,
+    v2: bool,
+    skip_values: bool,
+    id: u64,
+    time_ns: u64,
+    thread: u32,
+}
+
+/// The rest of a CALL or RETURN after its tag, thread, id and time, as
+/// [`ChunkDecoder::decode_head`] reads it: its head to `p.pick`, and the
+/// event whole (returned) when `p` answered `true`; its parameters,
+/// caller, returned value and metrics are otherwise stepped over with the
+/// same checks, and the same per-thread state `st` kept, as a full
+/// decode. Shared with the per-stream scan of a version 2 chunk.
+#[inline(always)]
+fn head_body(
+    c: &mut Cursor,
+    st: &mut crate::state::ThreadState,
+    h: Head,
+    symbols: &SymbolTable,
+    p: &mut impl HeadPick,
+) -> Result<Option<Event>, Malformed> {
+    let Head {
+        tag,
+        op,
+        id,
+        time_ns,
+        thread,
+        ..
+    } = h;
+    let kind_flag = tag & F_KIND != 0;
+    let x = if kind_flag { c.u8()? } else { 0 };
+    let mut picked = None;
+    if op == OP_CALL {
+        if x & !CALL_KNOWN != 0 || (kind_flag && x == 0) {
+            return Err(c.err("known CALL flags"));
+        }
+        let method = c.u32()?;
+        let expected = st.depth.wrapping_add(1);
+        let depth = if x & CALL_DEPTH != 0 {
+            read_depth(c, expected)?
+        } else {
+            expected
+        };
+        let predicted_caller = st.begin_call(depth);
+        let body_end = if h.v2 && x & CALL_BODY != 0 {
+            Some(body_length(c)?)
+        } else {
+            None
+        };
+        if p.pick(id, time_ns, thread, false, method, symbols) {
+            let (caller, params, metrics) =
+                read_call_body(c, x, predicted_caller, h.skip_values, st)?;
+            body_ends(c, body_end)?;
+            picked = Some(Event {
+                id,
+                time_ns,
+                thread: ThreadRef(thread),
+                kind: EventKind::Call {
+                    method: MethodId(method),
+                    depth,
+                    caller,
+                    params,
+                    metrics,
+                },
+            });
+        } else if let (Some(end), 0) = (body_end, x & (CALL_CPU | CALL_ALLOC)) {
+            // The body is stepped over whole; only what the head
+            // implies is checked. (Metrics are deltas on the
+            // thread's running totals: a body with them is read.)
+            if x & CALL_CALLER == 0 && x & CALL_CALLER_METHOD != 0 {
+                return Err(c.err("a caller method only with a caller"));
+            }
+            if x & (CALL_CALLER | CALL_CALLER_METHOD) == CALL_CALLER && predicted_caller.is_none() {
+                return Err(c.err("an open CALL to name the caller"));
+            }
+            c.bytes(end - c.pos())?;
+        } else {
+            if x & CALL_CALLER != 0 {
+                if x & CALL_CALLER_METHOD != 0 {
+                    c.u32()?;
+                } else if predicted_caller.is_none() {
+                    return Err(c.err("an open CALL to name the caller"));
+                }
+                read_loc(c)?;
+            } else if x & CALL_CALLER_METHOD != 0 {
+                return Err(c.err("a caller method only with a caller"));
+            }
+            if x & CALL_PARAMS != 0 {
+                let n = c.count(1)?;
+                for _ in 0..n {
+                    skip_value(c, 0)?;
+                }
+            }
+            read_metrics(
+                c,
+                x & CALL_CPU != 0,
+                x & CALL_ALLOC != 0,
+                &mut st.cpu_ns,
+                &mut st.alloc_bytes,
+            )?;
+            body_ends(c, body_end)?;
+        }
+        st.end_call(depth, method, time_ns);
+    } else {
+        if x & !RET_KNOWN != 0 || (kind_flag && x == 0) {
+            return Err(c.err("known RETURN flags"));
+        }
+        let explicit_method = if x & RET_METHOD != 0 {
+            Some(c.u32()?)
+        } else {
+            None
+        };
+        let expected = st.depth;
+        let depth = if x & RET_DEPTH != 0 {
+            read_depth(c, expected)?
+        } else {
+            expected
+        };
+        let open = st.begin_return(depth);
+        let method = match (explicit_method, open) {
+            (Some(m), _) => m,
+            (None, Some(f)) => f.method,
+            (None, None) => return Err(c.err("an open CALL for the RETURN's method")),
+        };
+        let elapsed_ns = if x & RET_ELAPSED != 0 {
+            c.u64()?
+        } else {
+            match open {
+                Some(f) => time_ns.wrapping_sub(f.time_ns),
+                None => return Err(c.err("an open CALL for the RETURN's elapsed time")),
+            }
+        };
+        let body_end = if h.v2 && x & RET_BODY != 0 {
+            Some(body_length(c)?)
+        } else {
+            None
+        };
+        if p.pick(id, time_ns, thread, true, method, symbols) {
+            let (outcome, metrics) = read_return_body(c, x, h.skip_values, st)?;
+            body_ends(c, body_end)?;
+            picked = Some(Event {
+                id,
+                time_ns,
+                thread: ThreadRef(thread),
+                kind: EventKind::Return {
+                    method: MethodId(method),
+                    depth,
+                    outcome,
+                    elapsed_ns,
+                    metrics,
+                },
+            });
+        } else {
+            if (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT == 3 {
+                return Err(c.err("a known RETURN outcome"));
+            }
+            if let (Some(end), 0) = (body_end, x & (RET_CPU | RET_ALLOC)) {
+                c.bytes(end - c.pos())?;
+            } else {
+                match (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT {
+                    0 => {}
+                    1 => skip_value(c, 0)?,
+                    _ => {
+                        c.u32()?;
+                    }
+                }
+                read_metrics(
+                    c,
+                    x & RET_CPU != 0,
+                    x & RET_ALLOC != 0,
+                    &mut st.cpu_ns,
+                    &mut st.alloc_bytes,
+                )?;
+                body_ends(c, body_end)?;
+            }
+        }
+        st.end_return(depth);
+    }
+    Ok(picked)
 }
 
 /// A CALL's caller, parameters and metrics.
@@ -961,7 +1235,7 @@ fn peek_time(stream: &[u8], pos: usize, prev_time: u64) -> Result<u64, Malformed
 
 /// Reads a version 2 body length (at least 1) and returns where the body
 /// ends, checked against the bytes left.
-#[inline]
+#[inline(always)]
 fn body_length(c: &mut Cursor) -> Result<usize, Malformed> {
     let n = c.u64()?;
     if n == 0 || n > c.remaining() as u64 {
@@ -971,7 +1245,7 @@ fn body_length(c: &mut Cursor) -> Result<usize, Malformed> {
 }
 
 /// Checks that a version 2 body was consumed exactly.
-#[inline]
+#[inline(always)]
 fn body_ends(c: &Cursor, end: Option<usize>) -> Result<(), Malformed> {
     match end {
         Some(e) if c.pos() != e => Err(c.err("a body that ends where its length says")),
@@ -1234,7 +1508,7 @@ fn read_other_event(
 }
 
 /// The metrics an extras byte announced, undoing the delta encoding.
-#[inline]
+#[inline(always)]
 fn read_metrics(
     c: &mut Cursor,
     cpu: bool,
@@ -1343,11 +1617,13 @@ fn read_value(c: &mut Cursor, nesting: u32) -> Result<Value, Malformed> {
 }
 
 /// Steps over a string as `Cursor::string` reads it, checking its UTF-8.
+#[inline]
 fn skip_string(c: &mut Cursor) -> Result<(), Malformed> {
     let n = c.count(1)?;
     let at = c.pos();
     let b = c.bytes(n)?;
-    if std::str::from_utf8(b).is_err() {
+    // Most strings are ASCII, which a word at a time checks faster.
+    if !b.is_ascii() && std::str::from_utf8(b).is_err() {
         return Err(Malformed {
             offset: at,
             what: "UTF-8 text",
@@ -1357,6 +1633,7 @@ fn skip_string(c: &mut Cursor) -> Result<(), Malformed> {
 }
 
 /// Steps over one value as [`read_value`] would read it, building nothing.
+#[inline]
 fn skip_value(c: &mut Cursor, nesting: u32) -> Result<(), Malformed> {
     let at = c.pos();
     match c.u8()? {

@@ -90,6 +90,28 @@ impl ChunkFile {
         })
     }
 
+    /// Like [`for_each_event`](Self::for_each_event), but a version 2
+    /// chunk's thread streams are read one after another rather than
+    /// merged by time (a version 1 chunk reads as always): each event and
+    /// each thread's sequence of events are the same, but the order across
+    /// threads, and so the ids, are not the trace's. For a caller whose
+    /// result depends on neither (per-thread state, sums, minima and
+    /// maxima). Every record is read with the same checks as in order.
+    pub fn for_each_event_by_thread(
+        &self,
+        i: usize,
+        skip_values: bool,
+        symbols: &mut SymbolTable,
+        mut f: impl FnMut(Event, &SymbolTable),
+    ) -> Result<(), ChunkFault> {
+        self.with_chunk(i, skip_values, |dec| {
+            dec.any_order = true;
+            while let Some(ev) = dec.next(symbols) {
+                f(ev, symbols);
+            }
+        })
+    }
+
     /// Like [`for_each_event`](Self::for_each_event) with `skip_values`,
     /// but each CALL and RETURN comes as a [`Scanned::Head`] (id, thread,
     /// method; nothing built): the fast path of a filter that tests only
@@ -167,7 +189,12 @@ impl ChunkFile {
                 build,
                 picked: 0,
             };
-            dec.scan_heads(symbols, &mut p);
+            if build && !any_order && dec.is_v2() {
+                // In order, without the merge by time.
+                dec.scan_ranked(symbols, &mut p);
+            } else {
+                dec.scan_heads(symbols, &mut p);
+            }
             picked = p.picked;
             dec.verdicts = verdicts;
         })?;
@@ -267,6 +294,13 @@ pub fn decode_threads() -> usize {
         .and_then(|v| v.trim().parse::<usize>().ok())
         .filter(|&n| n > 0)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Whether `VMVIEW_THREADS=1` asks for the sequential reader: the
+/// reference every chunked path is compared against, so it stays the path
+/// taken then even where reading by chunks on one core would be faster.
+pub fn in_order_asked() -> bool {
+    std::env::var("VMVIEW_THREADS").is_ok_and(|v| v.trim() == "1")
 }
 
 /// Runs `map` on `0..n` on `threads` pool threads, at most `window` items

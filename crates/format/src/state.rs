@@ -38,7 +38,7 @@ pub(crate) struct ThreadState {
 
 impl ThreadState {
     /// Forgets everything from earlier chunks.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn enter_chunk(&mut self, generation: u32) {
         if self.generation != generation {
             self.generation = generation;
@@ -53,7 +53,7 @@ impl ThreadState {
     /// Before a CALL at `depth`: drops frames that cannot be open any more
     /// (those at `depth` or deeper) and returns the innermost remaining
     /// frame's method, the predicted caller.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn begin_call(&mut self, depth: u32) -> Option<u32> {
         while let Some(f) = self.frames.last() {
             if f.depth >= depth {
@@ -66,7 +66,7 @@ impl ThreadState {
     }
 
     /// After a CALL.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn end_call(&mut self, depth: u32, method: u32, time_ns: u64) {
         self.frames.push(Frame {
             depth,
@@ -78,7 +78,7 @@ impl ThreadState {
 
     /// Before a RETURN at `depth`: drops deeper frames and returns the open
     /// CALL at exactly this depth, if any.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn begin_return(&mut self, depth: u32) -> Option<Frame> {
         while let Some(&f) = self.frames.last() {
             if f.depth > depth {
@@ -93,7 +93,7 @@ impl ThreadState {
     }
 
     /// After a RETURN: the frame at `depth` is closed.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn end_return(&mut self, depth: u32) {
         if self.frames.last().is_some_and(|f| f.depth == depth) {
             self.frames.pop();
@@ -120,7 +120,7 @@ const DENSE_SLACK: usize = 1024;
 
 impl Threads {
     /// The state of `thread`, made current for `generation`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get(&mut self, thread: u32, generation: u32) -> &mut ThreadState {
         let i = thread as usize;
         let s = if i < self.dense.len() {

@@ -192,6 +192,11 @@ fn a_picked_head_decodes_whole_as_the_full_decode_does() {
 /// `for_each_method_match` over every chunk, picking CALLs of even
 /// methods and RETURNs of odd ones: the events given whole, and the count.
 fn by_method(bytes: &[u8], name: &str, build: bool) -> (Vec<Event>, u64) {
+    by_method_in(bytes, name, build, false)
+}
+
+/// [`by_method`], with `any_order` for `for_each_method_match`.
+fn by_method_in(bytes: &[u8], name: &str, build: bool, any_order: bool) -> (Vec<Event>, u64) {
     struct Scan(Vec<Event>);
     impl parallel::MethodScan for Scan {
         fn verdict(&mut self, ret: bool, method: MethodId, _: &SymbolTable) -> bool {
@@ -202,7 +207,7 @@ fn by_method(bytes: &[u8], name: &str, build: bool) -> (Vec<Event>, u64) {
         }
     }
     let path = std::env::temp_dir().join(format!(
-        "vmview-method-test-{}-{name}-{build}.vmv",
+        "vmview-method-test-{}-{name}-{build}-{any_order}.vmv",
         std::process::id()
     ));
     std::fs::write(&path, bytes).expect("temp file");
@@ -213,7 +218,7 @@ fn by_method(bytes: &[u8], name: &str, build: bool) -> (Vec<Event>, u64) {
     for i in 0..cf.chunks().len() {
         let mut syms = SymbolTable::default();
         picked += cf
-            .for_each_method_match(i, false, false, build, &mut syms, &mut scan)
+            .for_each_method_match(i, false, any_order, build, &mut syms, &mut scan)
             .expect("scan");
     }
     std::fs::remove_file(&path).ok();
@@ -263,5 +268,151 @@ fn a_method_scan_picks_and_decodes_as_the_full_decode_does() {
         let (others, counted) = by_method(bytes, name, false);
         assert_eq!(counted, n, "{name}: counted without building");
         assert!(others.iter().all(|e| !is_call_or_return(e)), "{name}");
+    }
+}
+
+/// A version 2 trace of `threads` threads whose events come in a random
+/// interleaving, with ties in time across threads and times that go back
+/// within a thread (a THROW held until its catch site does that), in
+/// many chunks.
+fn interleaved_v2(threads: u32, events: usize, chunk_bytes: usize) -> Vec<u8> {
+    let mut syms = Vec::new();
+    let mut next = 0;
+    let mut string = |syms: &mut Vec<Symbol>, text: String| {
+        let id = StringId(next);
+        next += 1;
+        syms.push(Symbol::String { id, text });
+        id
+    };
+    let group = string(&mut syms, "main".into());
+    let class = string(&mut syms, "shop.Service".into());
+    let sig = string(&mut syms, "(I)I".into());
+    let exc = string(&mut syms, "java.lang.IllegalStateException".into());
+    for t in 0..threads {
+        let name = string(&mut syms, format!("worker-{t}"));
+        syms.push(Symbol::Thread(ThreadSymbol {
+            id: ThreadRef(t),
+            java_id: i64::from(t) + 1,
+            name,
+            group,
+            priority: 5,
+            daemon: false,
+        }));
+    }
+    for m in 0..6u32 {
+        let name = string(&mut syms, format!("handle{m}"));
+        syms.push(Symbol::Method(MethodSymbol {
+            id: MethodId(m),
+            class,
+            name,
+            sig,
+            param_names: Vec::new(),
+            modifiers: 1,
+        }));
+    }
+    let mut w = TraceWriter::with_version(Vec::new(), &header(), chunk_bytes, FORMAT_VERSION_2)
+        .expect("header");
+    for s in syms {
+        w.define(s);
+    }
+    // Per thread: the open call, if any.
+    let mut open: Vec<Option<(MethodId, u64)>> = vec![None; threads as usize];
+    let (mut rng, mut time) = (0x9e37_79b9_7f4a_7c15u64, 1_000u64);
+    for id in 1..=events as u64 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let t = (rng % u64::from(threads)) as usize;
+        // Ties: a third of the events share the previous event's time.
+        time += (rng >> 8) % 3 * 7;
+        let kind = match (open[t], (rng >> 16) % 10) {
+            // A time that goes back, within the thread.
+            (_, 0) => EventKind::Throw {
+                exception: exc,
+                message: Some("late".into()),
+                method: MethodId(0),
+                loc: Loc { bci: 3, line: None },
+                catch: None,
+            },
+            (None, _) => {
+                let m = MethodId(((rng >> 24) % 6) as u32);
+                open[t] = Some((m, time));
+                EventKind::Call {
+                    method: m,
+                    depth: 1,
+                    caller: None,
+                    params: vec![Value::Int((rng >> 32) as i32)],
+                    metrics: Default::default(),
+                }
+            }
+            (Some((m, at)), _) => {
+                open[t] = None;
+                EventKind::Return {
+                    method: m,
+                    depth: 1,
+                    outcome: Outcome::Value(Value::Int(7)),
+                    elapsed_ns: time - at,
+                    metrics: Default::default(),
+                }
+            }
+        };
+        let time_ns = if matches!(kind, EventKind::Throw { .. }) {
+            time.saturating_sub(40)
+        } else {
+            time
+        };
+        w.write(&Event {
+            id,
+            time_ns,
+            thread: ThreadRef(t as u32),
+            kind,
+        })
+        .expect("write");
+    }
+    w.finish().expect("finish")
+}
+
+// Building the picked events of a version 2 chunk reads its thread streams
+// one after another and works out each kept event's place in the merge by
+// time (and so its id) afterwards: the events, their order and their ids
+// must be exactly the merged read's, ties and times that go back included.
+#[test]
+fn a_method_scan_of_thread_streams_keeps_the_merge_order_and_ids() {
+    for (threads, chunk_bytes) in [(1, 500), (3, 700), (7, 4_000), (7, DEFAULT_CHUNK_BYTES)] {
+        let bytes = interleaved_v2(threads, 6_000, chunk_bytes);
+        let name = format!("interleaved-{threads}-{chunk_bytes}");
+        let (full, diags, _) = read(&bytes);
+        assert!(diags.is_empty(), "{name}: {diags:?}");
+        assert_eq!(full.len(), 6_000, "{name}");
+        // The read order is not the written one: the merge reorders.
+        assert!(
+            threads == 1 || full.windows(2).any(|w| w[1].time_ns < w[0].time_ns),
+            "{name}: times that go back"
+        );
+        let wanted = |e: &Event| match &e.kind {
+            EventKind::Call { method, .. } => method.0 % 2 == 0,
+            EventKind::Return { method, .. } => method.0 % 2 == 1,
+            _ => true,
+        };
+        let want: Vec<Event> = full.iter().filter(|e| wanted(e)).cloned().collect();
+        let (got, picked) = by_method(&bytes, &name, true);
+        assert_eq!(got.len(), want.len(), "{name}: as many events");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g, w, "{name}");
+        }
+        let (_, counted) = by_method(&bytes, &name, false);
+        assert_eq!(picked, counted, "{name}: the same count");
+        let (others, counted) = by_method_in(&bytes, &name, false, true);
+        assert_eq!(picked, counted, "{name}: the same count in any order");
+        let key = |e: &Event| format!("{:?}", Event { id: 0, ..e.clone() });
+        let mut others: Vec<String> = others.iter().map(key).collect();
+        let mut want_others: Vec<String> = want
+            .iter()
+            .filter(|e| !matches!(e.kind, EventKind::Call { .. } | EventKind::Return { .. }))
+            .map(key)
+            .collect();
+        others.sort();
+        want_others.sort();
+        assert_eq!(others, want_others, "{name}: the other events in any order");
     }
 }
