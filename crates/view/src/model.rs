@@ -247,8 +247,9 @@ impl TraceModel {
 
     /// While the timeline's index is built: what is on screen for `view` in
     /// the part of the trace read so far; `None` before its first chunk
-    /// (or when the index is built, or by the sequential reader).
-    pub fn partial_timeline(&self, view: timeline::View, threads: &[u32]) -> Option<Json> {
+    /// (or when the index is built, or by the sequential reader). JSON
+    /// text, as [`Timeline::query_text`].
+    pub fn partial_timeline(&self, view: timeline::View, threads: &[u32]) -> Option<String> {
         if self.indexed.load(Ordering::Relaxed) == 0 {
             return None;
         }

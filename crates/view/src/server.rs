@@ -30,7 +30,7 @@ use serde_json::{json, Value as Json};
 
 use crate::assets;
 use crate::model::{parse, ApiError, TraceModel};
-use crate::timeline::View;
+use crate::timeline::{add_fields, View};
 
 /// The policy of every response: the page's own script and style only, no
 /// network, pictures only from blobs (the flame graph).
@@ -205,6 +205,14 @@ impl Response {
             status,
             content_type: "application/json; charset=utf-8",
             body: v.to_string().into_bytes(),
+        }
+    }
+    /// `body` is JSON text already.
+    fn json_text(status: u16, body: String) -> Self {
+        Response {
+            status,
+            content_type: "application/json; charset=utf-8",
+            body: body.into_bytes(),
         }
     }
     fn text(status: u16, s: &str) -> Self {
@@ -450,18 +458,18 @@ fn api(name: &str, q: &HashMap<String, String>, model: &TraceModel) -> Result<Re
                 let progress = model.timeline_progress();
                 return Ok(match partial {
                     Some(mut v) => {
-                        v["partial"] = json!({"progress": progress});
-                        v["index"] = model.timeline_source();
-                        Response::json(200, &v)
+                        let (p, i) = (json!({"progress": progress}), model.timeline_source());
+                        add_fields(&mut v, &[("partial", &p), ("index", &i)]);
+                        Response::json_text(200, v)
                     }
                     None => Response::json(503, &json!({"pending": true, "progress": progress})),
                 });
             };
             let (from, to) = (num("from", 0)?, num("to", tl.end_ns().saturating_add(1))?);
             if name == "timeline" {
-                let mut v = tl.query(View { from, to, px }, &threads);
-                v["index"] = model.timeline_source();
-                v
+                let mut v = tl.query_text(View { from, to, px }, &threads);
+                add_fields(&mut v, &[("index", &model.timeline_source())]);
+                return Ok(Response::json_text(200, v));
             } else {
                 tl.tree(from, to, &threads)
             }

@@ -9,8 +9,12 @@
 //! start *and* by end, and the ones in a time range are found by binary
 //! search. A query summarises per pixel: a slice shorter than a pixel is
 //! merged with its neighbours in the same pixel into one bucket, and the
-//! walk jumps over the bucket with another binary search, so an answer
-//! costs (pixels × levels × log n) whatever the trace's size.
+//! walk jumps over the bucket with an exponential search from where it is
+//! (reading about 2 log k of the k slices it jumps, near each other). The
+//! markers are kept per kind, so a pixel's markers of one kind are one
+//! run, jumped the same way and counted exactly; samples likewise. So an
+//! answer costs (pixels × (levels + kinds) × log n) whatever the trace's
+//! size, and its JSON is written as it is found, with no tree of values.
 //!
 //! Memory is bounded ([`Limits`]): when the slices exceed their budget,
 //! the calls shorter than a threshold (1 µs, then doubled until they fit)
@@ -113,6 +117,9 @@ impl MarkerKind {
     }
 }
 
+/// The number of marker kinds.
+pub(crate) const KINDS: usize = KIND_NAMES.len();
+
 /// The names of [`MarkerKind`] in order.
 pub const KIND_NAMES: [&str; 10] = [
     "THROW",
@@ -139,6 +146,55 @@ pub(crate) struct Marker {
     pub(crate) kind: MarkerKind,
 }
 
+/// Markers of one kind in the order of their times, and every
+/// [`COARSE`]th one's time in a short list of its own: a pixel's run of
+/// them is found in that list (near where the previous pixel's ended, so
+/// in cache) and then in one block of [`COARSE`] markers, so that a
+/// zoomed-out answer reads a few cache lines a pixel, not the pixel's
+/// markers or a binary search's worth of them.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Marks {
+    v: Vec<Marker>,
+    /// `coarse[k] == v[k * COARSE].time`.
+    coarse: Vec<u64>,
+}
+
+/// Markers a block of [`Marks`] (a binary search in one is 4 lines read).
+const COARSE: usize = 16;
+
+impl Marks {
+    pub(crate) fn push(&mut self, m: Marker) {
+        if self.v.len().is_multiple_of(COARSE) {
+            self.coarse.push(m.time);
+        }
+        self.v.push(m);
+    }
+
+    /// The first index after `i` whose marker is at `pe` or later (the
+    /// marker at `i` is before `pe`).
+    fn skip(&self, i: usize, pe: u64) -> usize {
+        let k0 = ((i + 1) / COARSE + 1).min(self.coarse.len());
+        let k = first_from(&self.coarse, k0, |&t| t < pe);
+        let lo = (i + 1).max(k.saturating_sub(1) * COARSE);
+        let hi = (k * COARSE).min(self.v.len());
+        lo + self.v[lo..hi.max(lo)].partition_point(|m| m.time < pe)
+    }
+}
+
+impl From<Vec<Marker>> for Marks {
+    fn from(v: Vec<Marker>) -> Marks {
+        let coarse = v.iter().step_by(COARSE).map(|m| m.time).collect();
+        Marks { v, coarse }
+    }
+}
+
+impl std::ops::Deref for Marks {
+    type Target = [Marker];
+    fn deref(&self) -> &[Marker] {
+        &self.v
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Track {
     pub(crate) name: String,
@@ -150,7 +206,10 @@ pub(crate) struct Track {
     /// Open calls: (level, index in that level).
     pub(crate) open: Vec<(usize, u32)>,
     pub(crate) samples: Vec<(u64, u8)>,
-    pub(crate) markers: Vec<Marker>,
+    /// The markers of each kind (indexed by [`MarkerKind`]), each list in
+    /// the order of their times: a pixel's marks of one kind are one run,
+    /// stepped over with one search however many it holds.
+    pub(crate) markers: [Marks; KINDS],
 }
 
 /// The built index of one trace.
@@ -158,7 +217,7 @@ pub(crate) struct Track {
 pub struct Timeline {
     pub(crate) tracks: Vec<Track>,
     /// The GC's own track (GC pauses have no thread of their own).
-    pub(crate) gc: Vec<Marker>,
+    pub(crate) gc: Marks,
     pub(crate) syms: SymbolTable,
     pub(crate) end_ns: u64,
     /// Levels at and below this one were dropped to stay in budget.
@@ -174,7 +233,7 @@ pub struct TimelineBuilder {
     limits: Limits,
     tracks: Vec<Track>,
     by_thread: HashMap<u32, usize>,
-    gc: Vec<Marker>,
+    gc: Marks,
     gc_open: Option<(u64, u64)>,
     slices: usize,
     markers: usize,
@@ -198,7 +257,7 @@ impl TimelineBuilder {
             limits,
             tracks: Vec::new(),
             by_thread: HashMap::new(),
-            gc: Vec::new(),
+            gc: Marks::default(),
             gc_open: None,
             slices: 0,
             markers: 0,
@@ -216,7 +275,7 @@ impl TimelineBuilder {
     /// in the schema of [`Timeline::query`]: calls not yet returned end at
     /// the last event read (`end_ns`), and tracks are named from the
     /// symbols read so far.
-    pub fn partial_query(&self, view: View, threads: &[u32]) -> Json {
+    pub fn partial_query(&self, view: View, threads: &[u32]) -> String {
         let to = view.to.max(view.from + 1);
         let px = view.px.clamp(1, MAX_PX);
         let ns_px = ((to - view.from) as f64 / px as f64).max(1.0);
@@ -267,7 +326,7 @@ impl TimelineBuilder {
             what,
             kind,
         };
-        self.track(ev).markers.push(m);
+        self.track(ev).markers[kind as usize].push(m);
     }
 
     /// The slices are over budget: drops every returned call shorter
@@ -614,6 +673,12 @@ impl Timeline {
     /// (`[start, time, kind, id, merged]`); the GC's pauses; the methods
     /// named. `threads` (thread handles) limits the tracks, all when empty.
     pub fn query(&self, view: View, threads: &[u32]) -> Json {
+        serde_json::from_str(&self.query_text(view, threads)).unwrap_or(Json::Null)
+    }
+
+    /// [`query`](Self::query)'s answer as JSON text, as the server sends
+    /// it (written as it is computed: no JSON tree is built).
+    pub fn query_text(&self, view: View, threads: &[u32]) -> String {
         let to = view.to.max(view.from + 1);
         let px = view.px.clamp(1, MAX_PX);
         let ns_px = ((to - view.from) as f64 / px as f64).max(1.0);
@@ -624,10 +689,10 @@ impl Timeline {
     /// schema of [`Timeline::query`]: what a self-contained report embeds.
     pub fn exact(&self) -> Json {
         let to = self.end_ns + 1;
-        self.query_at(0, to, to, 0.5, &[])
+        serde_json::from_str(&self.query_at(0, to, to, 0.5, &[])).unwrap_or(Json::Null)
     }
 
-    fn query_at(&self, from: u64, to: u64, px: u64, ns_px: f64, threads: &[u32]) -> Json {
+    fn query_at(&self, from: u64, to: u64, px: u64, ns_px: f64, threads: &[u32]) -> String {
         let p = Parts {
             tracks: &self.tracks,
             gc: &self.gc,
@@ -721,8 +786,10 @@ impl Timeline {
             let report =
                 serde_json::to_value(ct.report(CallTree::ROOT, &opts)).unwrap_or(Json::Null);
             out.push(json!({"thread": t.name, "tree": report}));
-            let a = t.markers.partition_point(|m| m.time < from);
-            for m in t.markers[a..].iter().take_while(|m| m.time < to) {
+            for m in t.markers.iter().flat_map(|v: &Marks| {
+                let a = v.partition_point(|m| m.time < from);
+                v[a..].iter().take_while(|m| m.time < to)
+            }) {
                 match m.kind {
                     MarkerKind::Throw => exceptions.entry(m.what).or_default().0 += 1,
                     MarkerKind::Catch => exceptions.entry(m.what).or_default().1 += 1,
@@ -763,7 +830,7 @@ impl Timeline {
 /// is being built (open calls then end at `clip`, the last event read).
 struct Parts<'a> {
     tracks: &'a [Track],
-    gc: &'a [Marker],
+    gc: &'a Marks,
     syms: &'a SymbolTable,
     end_ns: u64,
     clip: u64,
@@ -773,7 +840,99 @@ struct Parts<'a> {
     unmatched_returns: u64,
 }
 
-fn query_parts(p: &Parts, from: u64, to: u64, px: u64, ns_px: f64, threads: &[u32]) -> Json {
+/// The answer's text, written as it is computed: no JSON tree, so a
+/// zoomed-out answer's tens of thousands of rows are not each a vector
+/// of values allocated, printed and freed.
+struct Text(String);
+
+impl Text {
+    fn raw(&mut self, s: &str) {
+        self.0.push_str(s);
+    }
+    fn num(&mut self, v: u64) {
+        self.0.push_str(itoa::Buffer::new().format(v));
+    }
+    fn string(&mut self, s: &str) {
+        self.0
+            .push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into()));
+    }
+    /// `"key":` (keys are the code's own, never escaped).
+    fn key(&mut self, k: &str) {
+        self.0.push('"');
+        self.0.push_str(k);
+        self.0.push_str("\":");
+    }
+    /// `"key":v,`
+    fn field(&mut self, k: &str, v: u64) {
+        self.key(k);
+        self.num(v);
+        self.0.push(',');
+    }
+    /// `[a,b,...]` of rows of numbers.
+    fn rows<const N: usize>(&mut self, rows: &[[u64; N]]) {
+        self.0.push('[');
+        for (i, r) in rows.iter().enumerate() {
+            if i > 0 {
+                self.0.push(',');
+            }
+            self.0.push('[');
+            for (k, &v) in r.iter().enumerate() {
+                if k > 0 {
+                    self.0.push(',');
+                }
+                self.num(v);
+            }
+            self.0.push(']');
+        }
+        self.0.push(']');
+    }
+}
+
+/// Adds `fields` to the object `answer` (a query's text).
+pub fn add_fields(answer: &mut String, fields: &[(&str, &Json)]) {
+    if !answer.ends_with('}') {
+        return;
+    }
+    answer.pop();
+    for (k, v) in fields {
+        if answer.len() > 1 {
+            answer.push(',');
+        }
+        answer.push_str(&serde_json::to_string(k).unwrap_or_default());
+        answer.push(':');
+        answer.push_str(&v.to_string());
+    }
+    answer.push('}');
+}
+
+/// The first index after `i` where `before` fails, given that it holds at
+/// `i` and, along `v`, holds and then fails: an exponential search from
+/// `i`, so that a step over k items reads about 2 log k of them, near
+/// each other, wherever `i` is.
+fn skip<T>(v: &[T], i: usize, before: impl Fn(&T) -> bool) -> usize {
+    first_from(v, i + 1, before)
+}
+
+/// The first index from `start` on where `before` fails (it holds, then
+/// fails, along `v`), by an exponential search from `start`.
+fn first_from<T>(v: &[T], start: usize, before: impl Fn(&T) -> bool) -> usize {
+    if start >= v.len() {
+        return v.len();
+    }
+    // Everything below `lo` is before.
+    let mut lo = start;
+    let mut hi = lo;
+    let mut step = 1;
+    while hi < v.len() && before(&v[hi]) {
+        lo = hi + 1;
+        hi = lo + step;
+        step *= 2;
+    }
+    let hi = hi.min(v.len());
+    lo + v[lo..hi].partition_point(before)
+}
+
+fn query_parts(p: &Parts, from: u64, to: u64, px: u64, ns_px: f64, threads: &[u32]) -> String {
     // Calls still open (a partial index) end where the reading is.
     let end = |s: &Slice| s.end.min(p.clip);
     // The end of the pixel holding `t`.
@@ -784,61 +943,72 @@ fn query_parts(p: &Parts, from: u64, to: u64, px: u64, ns_px: f64, threads: &[u3
     // Methods are numbered in the order the answer first uses them, not
     // by the trace's handles, so that the same trace read from another
     // format (XML numbers its symbols anew) gives the same answer.
-    let mut local: HashMap<u32, usize> = HashMap::new();
+    let mut local: HashMap<u32, u64> = HashMap::new();
     let mut methods: Vec<u32> = Vec::new();
-    let mut number = |m: u32| -> usize {
+    let mut number = |m: u32| -> u64 {
         *local.entry(m).or_insert_with(|| {
             methods.push(m);
-            methods.len() - 1
+            methods.len() as u64 - 1
         })
     };
-    let mut tracks = Vec::new();
+    let mut out = Text(String::with_capacity(1 << 16));
+    out.raw("{");
+    out.field("from", from);
+    out.field("to", to);
+    out.field("px", px);
+    out.field("end_ns", p.end_ns);
+    out.key("tracks");
+    out.raw("[");
+    let mut slices: Vec<[u64; 7]> = Vec::new();
+    let mut samples: Vec<[u64; 3]> = Vec::new();
+    let mut marks: Vec<[u64; 5]> = Vec::new();
+    let mut first = true;
     for t in p.tracks {
         if !threads.is_empty() && !threads.contains(&t.thread) {
             continue;
         }
-        let mut slices = Vec::new();
+        slices.clear();
         for (level, v) in t.levels.iter().enumerate() {
             let mut i = v.partition_point(|s| s.end <= from && s.start < from);
             while i < v.len() && v[i].start < to {
                 let s = v[i];
                 if (end(&s) - s.start) as f64 >= ns_px {
-                    slices.push(json!([
+                    slices.push([
                         s.start,
                         end(&s),
-                        level,
+                        level as u64,
                         number(s.method),
                         s.call_id,
                         s.ret_id,
-                        1
-                    ]));
+                        1,
+                    ]);
                     i += 1;
                     continue;
                 }
                 let pe = pixel_end(s.start);
-                let mut j = i + v[i..].partition_point(|x| x.start < pe);
+                let mut j = skip(v, i, |x| x.start < pe);
                 // Only the last slice of the pixel can be long.
                 if j - i > 1 && (end(&v[j - 1]) - v[j - 1].start) as f64 >= ns_px {
                     j -= 1;
                 }
                 let last = v[j - 1];
-                slices.push(json!([
+                slices.push([
                     s.start,
                     end(&last),
-                    level,
+                    level as u64,
                     number(s.method),
                     s.call_id,
                     if j - i == 1 { s.ret_id } else { 0 },
-                    j - i
-                ]));
+                    (j - i) as u64,
+                ]);
                 i = j;
             }
         }
-        let mut samples = Vec::new();
+        samples.clear();
         let mut i = t.samples.partition_point(|s| s.0 < from);
         while i < t.samples.len() && t.samples[i].0 < to {
             let pe = pixel_end(t.samples[i].0);
-            let j = i + t.samples[i..].partition_point(|s| s.0 < pe);
+            let j = skip(&t.samples, i, |s| s.0 < pe);
             // The pixel's most frequent state.
             let mut by = [0usize; 8];
             if j - i <= 64 {
@@ -851,77 +1021,102 @@ fn query_parts(p: &Parts, from: u64, to: u64, px: u64, ns_px: f64, threads: &[u3
             let state = (0..8)
                 .max_by_key(|&k| (by[k], std::cmp::Reverse(k)))
                 .unwrap_or(0);
-            samples.push(json!([t.samples[i].0, state, j - i]));
+            samples.push([t.samples[i].0, state as u64, (j - i) as u64]);
             i = j;
         }
-        let markers = markers_in(&t.markers, from, to, &pixel_end);
-        tracks.push(json!({
-            "thread": t.thread,
-            "name": if t.name.is_empty() { p.syms.thread_name(ThreadRef(t.thread)) } else { t.name.clone() },
-            "first_ns": t.first_ns,
-            "last_ns": t.last_ns,
-            "levels": t.levels.len(),
-            "slices": slices,
-            "samples": samples,
-            "markers": markers,
-        }));
+        marks.clear();
+        for v in &t.markers {
+            markers_in(v, from, to, &pixel_end, &mut marks);
+        }
+        marks.sort_unstable_by_key(|m| (m[1], m[2]));
+        if !first {
+            out.raw(",");
+        }
+        first = false;
+        out.raw("{");
+        out.field("thread", u64::from(t.thread));
+        out.key("name");
+        if t.name.is_empty() {
+            out.string(&p.syms.thread_name(ThreadRef(t.thread)));
+        } else {
+            out.string(&t.name);
+        }
+        out.raw(",");
+        out.field("first_ns", t.first_ns);
+        out.field("last_ns", t.last_ns);
+        out.field("levels", t.levels.len() as u64);
+        out.key("slices");
+        out.rows(&slices);
+        out.raw(",");
+        out.key("samples");
+        out.rows(&samples);
+        out.raw(",");
+        out.key("markers");
+        out.rows(&marks);
+        out.raw("}");
     }
-    let names: serde_json::Map<String, Json> = methods
-        .iter()
-        .enumerate()
-        .map(|(i, &m)| (i.to_string(), method_json(p.syms, m)))
-        .collect();
-    json!({
-        "from": from,
-        "to": to,
-        "px": px,
-        "end_ns": p.end_ns,
-        "tracks": tracks,
-        "gc": markers_in(p.gc, from, to, &pixel_end),
-        "methods": names,
-        "kinds": KIND_NAMES,
-        "dropped_shorter_than_ns": p.min_ns,
-        "dropped_markers": p.dropped_markers,
-        "dropped_samples": p.dropped_samples,
-        "unmatched_returns": p.unmatched_returns,
-    })
+    out.raw("],");
+    marks.clear();
+    markers_in(p.gc, from, to, &pixel_end, &mut marks);
+    out.key("gc");
+    out.rows(&marks);
+    out.raw(",");
+    out.key("methods");
+    out.raw("{");
+    for (i, &m) in methods.iter().enumerate() {
+        if i > 0 {
+            out.raw(",");
+        }
+        out.raw("\"");
+        out.num(i as u64);
+        out.raw("\":");
+        let n = MethodNames::resolve(p.syms, vmview_format::MethodId(m));
+        out.raw("[");
+        out.string(n.class);
+        out.raw(",");
+        out.string(n.name);
+        out.raw(",");
+        out.string(n.sig);
+        out.raw("]");
+    }
+    out.raw("},");
+    out.key("kinds");
+    out.raw("[");
+    for (i, k) in KIND_NAMES.iter().enumerate() {
+        if i > 0 {
+            out.raw(",");
+        }
+        out.string(k);
+    }
+    out.raw("],");
+    out.field("dropped_shorter_than_ns", p.min_ns);
+    out.field("dropped_markers", p.dropped_markers);
+    out.field("dropped_samples", p.dropped_samples);
+    out.key("unmatched_returns");
+    out.num(p.unmatched_returns);
+    out.raw("}");
+    out.0
 }
 
-fn method_json(syms: &SymbolTable, m: u32) -> Json {
-    let n = MethodNames::resolve(syms, vmview_format::MethodId(m));
-    json!([n.class, n.name, n.sig])
-}
-
-/// The markers in `from..to`, one per pixel and kind (`[start, time, kind,
-/// id, merged]`): a marker of another kind in the same pixel starts its own.
-fn markers_in(v: &[Marker], from: u64, to: u64, pixel_end: &dyn Fn(u64) -> u64) -> Vec<Json> {
-    let mut out = Vec::new();
+/// The markers of `v` (all of one kind, in the order of their times) in
+/// `from..to`, one per pixel (`[start, time, kind, id, merged]`: the
+/// pixel's first, and how many the pixel holds), added to `out`. Each
+/// pixel costs one search, however many markers it holds.
+fn markers_in(
+    v: &Marks,
+    from: u64,
+    to: u64,
+    pixel_end: &dyn Fn(u64) -> u64,
+    out: &mut Vec<[u64; 5]>,
+) {
     let mut i = v.partition_point(|m| m.time < from);
     while i < v.len() && v[i].start < to {
         let m = v[i];
         let pe = pixel_end(m.time);
-        let j = i + v[i..].partition_point(|x| x.time < pe);
-        // Kinds within the pixel: one mark each, counted.
-        let mut seen: Vec<(MarkerKind, usize, usize)> = Vec::new();
-        let scan = &v[i..j.min(i + 256)];
-        for (k, x) in scan.iter().enumerate() {
-            match seen.iter_mut().find(|s| s.0 == x.kind) {
-                Some(s) => s.2 += 1,
-                None => seen.push((x.kind, i + k, 1)),
-            }
-        }
-        if j - i > scan.len() {
-            if let Some(s) = seen.first_mut() {
-                s.2 += j - i - scan.len();
-            }
-        }
-        for (kind, at, n) in seen {
-            let x = v[at];
-            out.push(json!([x.start, x.time, kind as u8, x.id, n]));
-        }
+        let j = v.skip(i, pe);
+        out.push([m.start, m.time, m.kind as u64, m.id, (j - i) as u64]);
         i = j;
     }
-    out
 }
 
 #[cfg(test)]
@@ -1088,6 +1283,152 @@ mod tests {
         let m = v["tracks"][0]["markers"].as_array().unwrap();
         assert_eq!(m.len(), 1);
         assert_eq!(m[0][2], MarkerKind::Throw as u8);
+    }
+
+    /// A pixel holding thousands of markers of two kinds: one mark of each
+    /// kind, each with its exact count, however dense the pixel.
+    #[test]
+    fn a_dense_pixel_counts_each_kind_of_marker_exactly() {
+        let mut b = TimelineBuilder::new(Limits::default());
+        let mut id = 1;
+        b.event(&call(id, 0, 1));
+        for k in 0..3000u64 {
+            id += 1;
+            let kind = if k % 3 == 0 {
+                EventKind::Catch {
+                    exception: StringId(5),
+                    method: MethodId(1),
+                    loc: Loc::default(),
+                }
+            } else {
+                EventKind::Throw {
+                    exception: StringId(5),
+                    message: None,
+                    method: MethodId(1),
+                    loc: Loc::default(),
+                    catch: None,
+                }
+            };
+            b.event(&Event {
+                id,
+                time_ns: 10 + k / 10,
+                thread: ThreadRef(1),
+                kind,
+            });
+        }
+        id += 1;
+        b.event(&ret(id, 1000, 1));
+        let tl = b.finish(&syms());
+        // 0..1000 over 2 px: 10..310 is all in the first pixel.
+        let v = tl.query(
+            View {
+                from: 0,
+                to: 1000,
+                px: 2,
+            },
+            &[],
+        );
+        let m = v["tracks"][0]["markers"].as_array().unwrap();
+        let got: Vec<(u64, u64, u64)> = m
+            .iter()
+            .map(|x| {
+                (
+                    x[1].as_u64().unwrap(),
+                    x[2].as_u64().unwrap(),
+                    x[4].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        let (throw, catch) = (MarkerKind::Throw as u64, MarkerKind::Catch as u64);
+        assert_eq!(got, [(10, throw, 2000), (10, catch, 1000)]);
+        // Zoomed in to 1 ns a pixel: a mark per time and kind.
+        let v = tl.query(
+            View {
+                from: 100,
+                to: 110,
+                px: 10,
+            },
+            &[],
+        );
+        let m = v["tracks"][0]["markers"].as_array().unwrap();
+        let got: Vec<[u64; 3]> = m
+            .iter()
+            .map(|x| [1, 2, 4].map(|k| x[k].as_u64().unwrap()))
+            .collect();
+        let mut want = Vec::new();
+        for t in 100..110u64 {
+            let ks = (t - 10) * 10..(t - 10) * 10 + 10;
+            let catches = ks.filter(|k| k % 3 == 0).count() as u64;
+            want.push([t, throw, 10 - catches]);
+            want.push([t, catch, catches]);
+        }
+        assert_eq!(got, want);
+    }
+
+    /// The answer is written as text: names that JSON must escape come
+    /// back as they were, and fields added to it are parsed as the others.
+    #[test]
+    fn the_answer_text_escapes_names_and_takes_added_fields() {
+        let hostile = "t\"1</script>\u{2028}\n\\ \u{1}é";
+        let mut table = syms();
+        table.insert(Symbol::String {
+            id: StringId(7),
+            text: hostile.into(),
+        });
+        table.insert(Symbol::Thread(vmview_format::ThreadSymbol {
+            id: ThreadRef(1),
+            java_id: 1,
+            name: StringId(7),
+            group: StringId(7),
+            priority: 5,
+            daemon: false,
+        }));
+        let mut b = TimelineBuilder::new(Limits::default());
+        b.event(&call(1, 0, 1));
+        b.event(&ret(2, 10, 1));
+        let tl = b.finish(&table);
+        let view = View {
+            from: 0,
+            to: 11,
+            px: 100,
+        };
+        let mut text = tl.query_text(view, &[]);
+        let v: Json = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(v["tracks"][0]["name"], hostile);
+        assert_eq!(v, tl.query(view, &[]));
+        add_fields(
+            &mut text,
+            &[("index", &json!({"from": "saved"})), ("n", &json!(3))],
+        );
+        let w: Json = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(w["index"]["from"], "saved");
+        assert_eq!(w["n"], 3);
+        assert_eq!(w["tracks"], v["tracks"]);
+    }
+
+    /// The exponential search finds what a binary search over the rest
+    /// finds, from anywhere.
+    #[test]
+    fn skip_finds_the_end_of_a_run_from_anywhere() {
+        let v: Vec<u64> = (0..300).map(|k| k / 7 * 7).collect();
+        let mut marks = Marks::default();
+        for (k, &time) in v.iter().enumerate() {
+            marks.push(Marker {
+                start: time,
+                time,
+                id: k as u64,
+                what: 0,
+                kind: MarkerKind::Throw,
+            });
+        }
+        assert_eq!(Marks::from(marks.v.clone()).coarse, marks.coarse);
+        for i in 0..v.len() {
+            for pe in v[i] + 1..v[i] + 100 {
+                let want = i + v[i..].partition_point(|&x| x < pe);
+                assert_eq!(skip(&v, i, |&x| x < pe), want, "from {i} to {pe}");
+                assert_eq!(marks.skip(i, pe), want, "marks from {i} to {pe}");
+            }
+        }
     }
 
     #[test]
@@ -1320,6 +1661,7 @@ mod tests {
             },
             &[],
         );
+        let v: Json = serde_json::from_str(&v).unwrap();
         assert_eq!(v["end_ns"], 301);
         assert_eq!(v["tracks"][0]["name"], "main");
         let s = slices(&v);

@@ -27,7 +27,7 @@ use std::sync::atomic::AtomicU64;
 
 use vmview_format::{MethodId, MethodSymbol, StringId, Symbol, SymbolTable};
 
-use crate::timeline::{Limits, Marker, MarkerKind, Slice, Timeline, Track};
+use crate::timeline::{Limits, Marker, MarkerKind, Marks, Slice, Timeline, Track, KINDS};
 
 const MAGIC: &[u8; 8] = b"VMVTLIDX";
 /// Bumped whenever the layout below changes: an older file is rebuilt.
@@ -481,10 +481,12 @@ fn write_timeline<W: Write>(w: &mut Out<W>, tl: &Timeline) -> io::Result<()> {
             }
             w.bytes(&buf)?;
         }
-        write_markers(w, &t.markers)?;
+        // One list in the order of the events, as the trace has them.
+        let mut all: Vec<Marker> = t.markers.iter().flat_map(|v| v.iter()).copied().collect();
+        all.sort_by_key(|m| (m.time, m.id));
+        write_markers(w, &all)?;
         strings.extend(
-            t.markers
-                .iter()
+            all.iter()
                 .filter_map(|m| names_what(m.kind).then_some(m.what)),
         );
         strings.sort_unstable();
@@ -535,7 +537,7 @@ fn read_timeline<R: Read>(r: &mut In<R>) -> io::Result<Timeline> {
         *v = r.u64()?;
     }
     let [end_ns, min_ns, dropped_markers, dropped_samples, unmatched_returns] = head;
-    let gc = read_markers(r)?;
+    let gc = Marks::from(read_markers(r)?);
     let n = r.count(36)?;
     let mut tracks = Vec::with_capacity(n);
     for _ in 0..n {
@@ -572,7 +574,10 @@ fn read_timeline<R: Read>(r: &mut In<R>) -> io::Result<Timeline> {
         if samples.windows(2).any(|p| p[0].0 > p[1].0) {
             return Err(invalid("samples out of order"));
         }
-        let markers = read_markers(r)?;
+        let mut markers: [Marks; KINDS] = Default::default();
+        for m in read_markers(r)? {
+            markers[m.kind as usize].push(m);
+        }
         tracks.push(Track {
             name,
             thread,
