@@ -284,7 +284,7 @@ const SAY_INDEXING_FROM: u64 = 20_000_000;
 /// Builds the trace's timeline index and saves it in `dir`, where `serve`
 /// looks for it, with a progress bar on a terminal. A failure is a
 /// warning: the recording stands, and `serve` builds the index itself.
-fn index_timeline(path: &Path, dir: &Path, events: u64, bytes: u64, quiet: bool) {
+pub(crate) fn index_timeline(path: &Path, dir: &Path, events: u64, bytes: u64, quiet: bool) {
     use std::sync::atomic::AtomicU64;
     let started = Instant::now();
     if !quiet && events >= SAY_INDEXING_FROM {
@@ -607,7 +607,7 @@ fn budget_probe(path: &Path) -> Option<(u64, usize)> {
 
 /// Events and bytes in a trace, from its chunk index; `None` while the file
 /// has no readable header.
-fn probe(path: &Path) -> Option<(u64, u64)> {
+pub(crate) fn probe(path: &Path) -> Option<(u64, u64)> {
     let bytes = std::fs::metadata(path).ok()?.len();
     let mut reader = TraceReader::open(path).ok()?;
     let events = reader.index().ok()?.event_count();

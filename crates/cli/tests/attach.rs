@@ -136,12 +136,35 @@ fn calls_of<'a>(events: &'a [Value], qualified: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// `dir` holds one saved timeline index, `log` names it, and it is
+/// `trace`'s (what `serve` would read for it).
+fn saved_timeline_index(log: &str, dir: &Path, trace: &Path) {
+    use vmview_view::timeline::Limits;
+    use vmview_view::timeline_cache::{load, TraceIdentity};
+    let saved: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("no {}: {e}; {log}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    assert!(
+        log.contains(&format!(
+            "saved the timeline index to {}",
+            saved[0].display()
+        )),
+        "{log}"
+    );
+    let id = TraceIdentity::of(trace).unwrap();
+    let tl = load(&saved[0], &id, Limits::default()).expect("the trace's own index");
+    assert!(tl.end_ns() > 0);
+}
+
 #[test]
 fn attach_records_calls_and_samples_then_a_second_attach_records_again() {
     agent();
     let mut service = Service::start("attach-twice", &["java"], &[]);
     let pid = service.jvm_pid().to_string();
     let first = service.dir.join("first.vmv");
+    let cache = service.dir.join("cache");
     let log = vmview_ok(&[
         "attach",
         &pid,
@@ -153,9 +176,12 @@ fn attach_records_calls_and_samples_then_a_second_attach_records_again() {
         "2s",
         "-o",
         path_str(&first),
+        "--timeline-cache",
+        path_str(&cache.join("first")),
     ]);
     assert!(log.contains("stopped; wrote"), "{log}");
     assert!(service.alive(), "the JVM must keep running after stop");
+    saved_timeline_index(&log, &cache.join("first"), &first);
     let events = jsonl(&first);
     let steps = calls_of(&events, "fx.ServiceWorker.step");
     assert!(
@@ -190,8 +216,15 @@ fn attach_records_calls_and_samples_then_a_second_attach_records_again() {
         "{status}"
     );
     std::thread::sleep(Duration::from_millis(500));
-    let stopped = vmview_ok(&["attach", &pid, "stop"]);
+    let stopped = vmview_ok(&[
+        "attach",
+        &pid,
+        "stop",
+        "--timeline-cache",
+        path_str(&cache.join("second")),
+    ]);
     assert!(stopped.contains("second.vmv"), "{stopped}");
+    saved_timeline_index(&stopped, &cache.join("second"), &second);
     let again = jsonl(&second);
     assert!(
         !calls_of(&again, "fx.ServiceWorker.step").is_empty(),

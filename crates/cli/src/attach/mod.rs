@@ -108,6 +108,25 @@ pub struct AttachArgs {
     /// recording runs until `vmview attach PID stop`.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// Where the trace's timeline index is saved once the recording
+    /// stops (at `stop`, or at the end of --duration), so that `vmview
+    /// serve` shows its timeline at once: as `record --timeline-cache`.
+    #[arg(long, value_name = "DIR|off")]
+    timeline_cache: Option<PathBuf>,
+    /// Save no timeline index when the recording stops.
+    #[arg(long, conflicts_with = "timeline_cache")]
+    no_timeline_index: bool,
+}
+
+impl AttachArgs {
+    /// Where `stop` saves the trace's timeline index, and from which size.
+    fn timeline_cache(&self) -> Option<vmview_view::timeline_cache::CacheConfig> {
+        if self.no_timeline_index {
+            None
+        } else {
+            crate::serve::cache_config(self.timeline_cache.as_deref())
+        }
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -140,7 +159,7 @@ pub fn run(args: AttachArgs, matches: &ArgMatches) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Action::Stop => {
-            stop(&target, &library, None, quiet)?;
+            stop(&target, &library, None, args.timeline_cache(), quiet)?;
             Ok(ExitCode::SUCCESS)
         }
         Action::Dump => {
@@ -410,13 +429,21 @@ fn start(
         );
     }
     drop(line);
-    stop(p, library, args.output.as_deref().map(Path::new), quiet)?;
+    let copy_to = args.output.as_deref().map(Path::new);
+    stop(p, library, copy_to, args.timeline_cache(), quiet)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Stops the recording and reports its file; a file left in another mount
 /// namespace's `/tmp` is copied to `copy_to` (or the current directory).
-fn stop(p: &Process, library: &str, copy_to: Option<&Path>, quiet: bool) -> anyhow::Result<()> {
+/// Then saves the trace's timeline index in `cache` (as `record` does).
+fn stop(
+    p: &Process,
+    library: &str,
+    copy_to: Option<&Path>,
+    cache: Option<vmview_view::timeline_cache::CacheConfig>,
+    quiet: bool,
+) -> anyhow::Result<()> {
     let reply = command(p, library, "stop", "")?;
     let mut file = reply.host_file(p, "file");
     let inside = reply.get("file").unwrap_or_default();
@@ -449,6 +476,18 @@ fn stop(p: &Process, library: &str, copy_to: Option<&Path>, quiet: bool) -> anyh
     }
     for problem in reply.all("problem") {
         say!("vmview: agent: {problem}");
+    }
+    if let Some(c) = cache {
+        match record::probe(&file) {
+            Some((events, bytes)) if events >= c.min_events => {
+                record::index_timeline(&file, &c.dir, events, bytes, quiet)
+            }
+            Some(_) => {}
+            None => say!(
+                "vmview: warning: {} holds no complete chunk; no timeline index was saved",
+                file.display()
+            ),
+        }
     }
     Ok(())
 }
