@@ -16,6 +16,8 @@
 //! ```text
 //! VMVIEW_BENCH_EVENTS=500000000 cargo bench -p vmview-cli --bench serve
 //! VMVIEW_BENCH_EVENTS=2000000 cargo bench -p vmview-cli --bench serve    # quick
+//! VMVIEW_BENCH_DIR=/big/disk VMVIEW_BENCH_EVENTS=... cargo bench ...     # trace there
+//! VMVIEW_BENCH_GENERATE_ONLY=1 ...      # only write the trace (then run again)
 //! ```
 
 #[path = "../../filter/benches/synthetic.rs"]
@@ -58,7 +60,11 @@ fn main() {
         .ok()
         .and_then(|v| v.replace('_', "").parse().ok())
         .unwrap_or(500_000_000);
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    // The trace (7.3 GB at 500 M events) and the saved index go to
+    // VMVIEW_BENCH_DIR when it is set (a disk with room), else target/tmp.
+    let dir = std::env::var_os("VMVIEW_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
     std::fs::create_dir_all(&dir).expect("target tmp dir");
     let trace = dir.join(format!("reading-bench-{events}.vmv"));
     if !trace.exists() {
@@ -68,6 +74,10 @@ fn main() {
         let f = BufWriter::with_capacity(1 << 20, File::create(&trace).expect("create trace"));
         synthetic::write(f, pairs).expect("write trace");
         eprintln!("  {:.1}s", t.elapsed().as_secs_f64());
+    }
+    if std::env::var_os("VMVIEW_BENCH_GENERATE_ONLY").is_some() {
+        // The trace is written outside the quiet time the serves need.
+        return;
     }
     let bytes = std::fs::metadata(&trace).map_or(0, |m| m.len());
     println!(
