@@ -244,6 +244,7 @@ fn install_callbacks(jvmti: Jvmti, at_startup: bool) -> Result<(), String> {
     callbacks::install(&mut cb);
     crate::vthreads::install(&mut cb);
     crate::signal_sampler::install_callbacks(&mut cb);
+    crate::code_table::install_callbacks(&mut cb);
     crate::alloc_sampler::install_callbacks(&mut cb);
     crate::pinning::install_callbacks(&mut cb);
     // Every capture's callbacks: a later recording may use the other mode.
@@ -534,6 +535,7 @@ fn capabilities(
         caps.set_can_get_constant_pool(1);
     }
     crate::alloc_sampler::add_capabilities(o, &mut caps);
+    crate::code_table::add_capabilities(o, potential, &mut caps);
     crate::pinning::add_capabilities(o, potential, &mut caps);
     if plan.samples || o.events.contains(EventGroup::Alloc) {
         caps.set_can_get_line_numbers(1);

@@ -187,6 +187,12 @@ impl Jvmti {
         )
     }
 
+    /// Replays the events of things that exist already (the nmethods of
+    /// `JVMTI_EVENT_COMPILED_METHOD_LOAD`), to this environment's callback.
+    pub fn generate_events(self, event: sys::jvmtiEvent) -> Result<()> {
+        call!(self.0, GenerateEvents, event)
+    }
+
     pub fn set_event(self, enable: bool, event: sys::jvmtiEvent) -> Result<()> {
         let mode = if enable {
             sys::JVMTI_ENABLE

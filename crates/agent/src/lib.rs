@@ -37,6 +37,7 @@ mod callbacks;
 mod capture;
 mod classes;
 mod clock;
+mod code_table;
 mod control;
 mod in_situ;
 mod jvmti;

@@ -145,6 +145,8 @@ struct Sampler {
     held: HashMap<i32, Vec<(Monitor, u32)>>,
     /// Reused per thread per tick.
     scratch: Vec<(MethodId, Loc)>,
+    /// Whether each frame of `scratch` is a native method.
+    natives: Vec<bool>,
     /// Whether the environment may list the monitors a thread holds (an
     /// agent attached to a running JDK 17 may not).
     monitors: bool,
@@ -178,6 +180,7 @@ impl Sampler {
             frames: PtrMap::default(),
             held: HashMap::new(),
             scratch: Vec::with_capacity(MAX_DEPTH as usize),
+            natives: Vec::with_capacity(MAX_DEPTH as usize),
             monitors: agent
                 .jvmti
                 .capabilities()
@@ -435,7 +438,7 @@ impl Sampler {
                     self.held.insert(w.tid, held.clone());
                     held
                 };
-                self.sample(jni, &t, w.time_ns, monitors);
+                self.sample(jni, &t, w.pc, w.time_ns, monitors);
             }
             if let Some(d) = self.reactions.as_mut().filter(|d| d.due()) {
                 d.switch(self.agent, jni);
@@ -460,24 +463,37 @@ impl Sampler {
             if t.frames.is_empty() || t.state & sys::JVMTI_THREAD_STATE_ALIVE == 0 {
                 continue;
             }
+            // GetAllStackTraces says nothing of how a frame runs: only
+            // native methods are typed (pc 0).
             let monitors = if contended {
                 held_monitors(self.agent, jni, t.thread)
             } else {
                 Vec::new()
             };
-            self.sample(jni, &t, now, monitors);
+            self.sample(jni, &t, 0, now, monitors);
         }
         if let Some(d) = self.reactions.as_mut().filter(|d| d.due()) {
             d.switch(self.agent, jni);
         }
     }
 
-    fn sample(&mut self, jni: Jni, t: &StackTrace<'_>, now: u64, monitors: Vec<(Monitor, u32)>) {
+    /// One SAMPLE of `t`; `pc` is where a signal interrupted the thread
+    /// (0: not known), which types the top frames.
+    fn sample(
+        &mut self,
+        jni: Jni,
+        t: &StackTrace<'_>,
+        pc: usize,
+        now: u64,
+        monitors: Vec<(Monitor, u32)>,
+    ) {
         let agent = self.agent;
         self.scratch.clear();
+        self.natives.clear();
         let mut native = NativeCall::None;
         for (i, f) in t.frames.iter().enumerate() {
             let frame = self.frame(jni, f.method);
+            let is_native = frame.info.native;
             if i == 0 && frame.wait {
                 native = NativeCall::Wait;
             } else if i < IO_SEARCH_DEPTH && frame.io && native == NativeCall::None {
@@ -486,9 +502,12 @@ impl Sampler {
             let loc = frame.info.loc(agent, f.method, f.location);
             let id = frame.id;
             self.scratch.push((id, loc));
+            self.natives.push(is_native);
         }
         let state = classify(t.state, native);
-        let stack = self.intern_stack();
+        let methods: Vec<usize> = t.frames.iter().map(|f| f.method as usize).collect();
+        let types = crate::code_table::frame_types(pc, &methods, &self.natives);
+        let stack = self.agent.symbols.stack_typed(&self.scratch, &types);
         let thread = agent.threads.thread_ref(agent, jni, t.thread);
         if let Some(d) = &mut self.reactions {
             let jmethods = t.frames.iter().map(|f| f.method);

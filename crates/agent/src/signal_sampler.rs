@@ -48,7 +48,9 @@ use crate::sys;
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use vmview_options::{AgentOptions, EventGroup, SamplerKind};
@@ -101,6 +103,9 @@ struct Slot {
     /// The walking thread's CPU time when its walk ended.
     thread_cpu: AtomicU64,
     count: AtomicI32,
+    /// The interrupted pc (0: not known), for the frames' types
+    /// ([`crate::code_table`]).
+    pc: AtomicUsize,
     frames: UnsafeCell<[CallFrame; DEPTH]>,
 }
 
@@ -116,6 +121,7 @@ const EMPTY_SLOT: Slot = Slot {
     time: AtomicU64::new(0),
     thread_cpu: AtomicU64::new(0),
     count: AtomicI32::new(0),
+    pc: AtomicUsize::new(0),
     frames: UnsafeCell::new(
         [CallFrame {
             lineno: 0,
@@ -339,6 +345,9 @@ unsafe fn take_sample(info: *mut libc::siginfo_t, context: *mut c_void) {
     let thread_cpu = crate::clock::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0);
     slot.thread_cpu.store(thread_cpu, Ordering::Relaxed);
     slot.count.store(trace.num_frames, Ordering::Relaxed);
+    // SAFETY: `context` is the kernel's ucontext for this signal, or null.
+    slot.pc
+        .store(unsafe { interrupted_pc(context) }, Ordering::Relaxed);
     slot.state.store(READY, Ordering::Release);
     if !cpu && PENDING.fetch_sub(1, Ordering::AcqRel) == 1 {
         wake_sampler();
@@ -378,6 +387,39 @@ fn wait_for_answers(seen: i32, timeout: Duration) {
     };
 }
 
+/// The pc the signal interrupted, from the ucontext; 0 when unknown.
+///
+/// # Safety
+/// `context` is null or the `ucontext_t` the kernel passed the handler.
+#[inline]
+unsafe fn interrupted_pc(context: *mut c_void) -> usize {
+    if context.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller's.
+    unsafe { pc_of(context as *const libc::ucontext_t) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline]
+unsafe fn pc_of(uc: *const libc::ucontext_t) -> usize {
+    // SAFETY: a live ucontext; REG_RIP indexes `gregs`.
+    unsafe { (*uc).uc_mcontext.gregs[libc::REG_RIP as usize] as usize }
+}
+
+#[cfg(target_arch = "aarch64")]
+#[inline]
+unsafe fn pc_of(uc: *const libc::ucontext_t) -> usize {
+    // SAFETY: a live ucontext.
+    unsafe { (*uc).uc_mcontext.pc as usize }
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[inline]
+unsafe fn pc_of(_uc: *const libc::ucontext_t) -> usize {
+    0
+}
+
 /// One thread's sampled stack, resolved enough for the sampler.
 pub struct Walk {
     pub thread: LocalRef,
@@ -386,6 +428,9 @@ pub struct Walk {
     pub time_ns: u64,
     /// Top first, as JVMTI gives them (location = bci, -1 when unknown).
     pub frames: Vec<sys::jvmtiFrameInfo>,
+    /// The pc the signal interrupted (0: not known), which says how the
+    /// top frames ran ([`crate::code_table::frame_types`]).
+    pub pc: usize,
     /// The OS thread id.
     pub tid: i32,
     /// Whether the thread has not run since its last walk, whose frames
@@ -398,6 +443,8 @@ pub struct Walk {
 struct Answer {
     frames: Vec<sys::jvmtiFrameInfo>,
     thread_cpu: u64,
+    /// The pc the signal interrupted.
+    pc: usize,
 }
 
 /// The CPU time a thread may use after its walk and still be taken as
@@ -497,6 +544,8 @@ impl SignalSampler {
                 .map_err(|e| format!("cannot enable class events: {e}"))?;
         }
         make_method_ids(agent, jni);
+        // Where compiled code lies, for the frames' types.
+        crate::code_table::start(agent);
         ACTIVE.store(true, Ordering::Release);
         Ok(SignalSampler {
             cpu: agent.options.sampler == SamplerKind::Cpu,
@@ -618,7 +667,7 @@ impl SignalSampler {
             self.keep_timers(agent, &live);
             let mut out = Vec::new();
             self.drain(|tid, cpu, time, answer| {
-                let Some(frames) = answer.filter(|_| cpu).map(|a| a.frames) else {
+                let Some(Answer { frames, pc, .. }) = answer.filter(|_| cpu) else {
                     return;
                 };
                 if !same_mount(tid) {
@@ -632,6 +681,7 @@ impl SignalSampler {
                         frames,
                         tid,
                         reused: false,
+                        pc,
                     });
                 }
             });
@@ -685,6 +735,7 @@ impl SignalSampler {
                             frames: answer.frames.clone(),
                             tid,
                             reused: false,
+                            pc: answer.pc,
                         });
                         // A carrier's walk is its virtual thread's: never
                         // reused (the next mount is another thread's).
@@ -742,6 +793,7 @@ impl SignalSampler {
                         frames: prev.frames.clone(),
                         tid: *tid,
                         reused: true,
+                        pc: prev.pc,
                     });
                     self.reused += 1;
                     continue;
@@ -830,6 +882,7 @@ impl SignalSampler {
             let cpu = slot.cpu.load(Ordering::Relaxed);
             let time = slot.time.load(Ordering::Relaxed);
             let thread_cpu = slot.thread_cpu.load(Ordering::Relaxed);
+            let pc = slot.pc.load(Ordering::Relaxed);
             self.walks += 1;
             if count <= 0 {
                 let code = count.unsigned_abs() as usize;
@@ -859,7 +912,16 @@ impl SignalSampler {
                 f(tid, cpu, time, None);
                 continue;
             }
-            f(tid, cpu, time, Some(Answer { frames, thread_cpu }));
+            f(
+                tid,
+                cpu,
+                time,
+                Some(Answer {
+                    frames,
+                    thread_cpu,
+                    pc,
+                }),
+            );
         }
     }
 
@@ -918,6 +980,7 @@ impl SignalSampler {
     pub fn stop(&mut self, agent: &Agent) {
         ACTIVE.store(false, Ordering::Release);
         MAKE_IDS.store(false, Ordering::Release);
+        crate::code_table::stop(agent);
         for (_, timer) in self.timers.drain() {
             // SAFETY: a timer this sampler created.
             unsafe { libc::timer_delete(timer) };

@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use vmview_format::{
-    Loc, MethodId, MethodSymbol, StackId, StackSymbol, StringId, Symbol, ThreadRef, ThreadSymbol,
+    FrameType, Loc, MethodId, MethodSymbol, StackId, StackSymbol, StringId, Symbol, ThreadRef,
+    ThreadSymbol,
 };
 
 #[derive(Default)]
@@ -20,6 +21,9 @@ pub struct Symbols {
     next_method: AtomicU32,
     next_thread: AtomicU32,
 }
+
+/// A frame of a typed stack: method, place, how it ran.
+type TypedFrame = (MethodId, Loc, FrameType);
 
 #[derive(Default)]
 struct Inner {
@@ -30,6 +34,10 @@ struct Inner {
     /// Stacks of samples (SAMPLE, PERIOD_START, ALLOC_SAMPLE), top first:
     /// the sampler thread and the allocating threads share the handles.
     stacks: HashMap<Box<[(MethodId, Loc)]>, StackId>,
+    /// Stacks with frame types, the types beside each frame.
+    typed_stacks: HashMap<Box<[TypedFrame]>, StackId>,
+    /// Handles given out, of both maps.
+    stack_count: u32,
     pending: Vec<Symbol>,
 }
 
@@ -80,12 +88,40 @@ impl Symbols {
         if let Some(id) = inner.stacks.get(frames) {
             return *id;
         }
-        let id = StackId(inner.stacks.len() as u32);
+        let id = StackId(inner.stack_count);
+        inner.stack_count += 1;
         inner.stacks.insert(frames.into(), id);
         inner.pending.push(Symbol::Stack(StackSymbol {
             id,
             frames: frames.to_vec(),
+            types: Vec::new(),
         }));
+        id
+    }
+
+    /// The handle of the stack `frames` whose frames ran as `types` (one
+    /// per frame; empty: none known, as [`Symbols::stack`]).
+    pub fn stack_typed(&self, frames: &[(MethodId, Loc)], types: &[FrameType]) -> StackId {
+        if types.iter().all(|t| *t == FrameType::Unknown) {
+            return self.stack(frames);
+        }
+        let key: Box<[TypedFrame]> = frames
+            .iter()
+            .enumerate()
+            .map(|(i, &(m, loc))| (m, loc, types.get(i).copied().unwrap_or_default()))
+            .collect();
+        let mut inner = self.lock();
+        if let Some(id) = inner.typed_stacks.get(&key) {
+            return *id;
+        }
+        let id = StackId(inner.stack_count);
+        inner.stack_count += 1;
+        inner.pending.push(Symbol::Stack(StackSymbol {
+            id,
+            frames: frames.to_vec(),
+            types: key.iter().map(|f| f.2).collect(),
+        }));
+        inner.typed_stacks.insert(key, id);
         id
     }
 

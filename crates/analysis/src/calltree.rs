@@ -1024,6 +1024,7 @@ mod tests {
         }
         v.push(Symbol::Stack(StackSymbol {
             id: StackId(0),
+            types: Vec::new(),
             frames: vec![(MAIN, Default::default())],
         }));
         v

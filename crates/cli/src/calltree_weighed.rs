@@ -82,6 +82,7 @@ pub fn run(args: &CalltreeArgs, weight: SampleWeight) -> anyhow::Result<ExitCode
         weight: Weight::Sampled(weight),
         thread_frames,
         max_depth: args.max_depth,
+        frame_types: false,
     };
     let header = reader.header().clone();
     vmview_export::Weigher::new(weight, &header).map_err(|e| weight_error(&e))?;

@@ -84,6 +84,12 @@ pub struct ExportArgs {
     /// merging all threads.
     #[arg(long)]
     thread_frames: bool,
+    /// collapsed, svg of sampled stacks (--weight samples, cpu, wall):
+    /// mark each frame the sampler typed as async-profiler does, `_[j]`
+    /// JIT-compiled, `_[i]` inlined, `_[0]` interpreted (the svg then
+    /// colours by type).
+    #[arg(long)]
+    frame_types: bool,
     /// collapsed, svg: keep call paths to N frames from the stack base;
     /// what is deeper becomes one `[truncated N frames]` frame with its
     /// weight, so a deep recursion stays a bounded file.
@@ -200,6 +206,7 @@ fn collapse_options(args: &ExportArgs) -> CollapseOptions {
         },
         thread_frames: args.thread_frames,
         max_depth: args.max_depth,
+        frame_types: args.frame_types,
     }
 }
 
@@ -241,6 +248,14 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
             ))
         }
     };
+    let sampled_fold = matches!(args.format, ExportTo::Collapsed | ExportTo::Svg)
+        && args.weight.and_then(WeightBy::sampled).is_some();
+    if args.frame_types && !sampled_fold {
+        return Err(hinted(
+            "--frame-types marks the frames of sampled stacks in a flame graph",
+            "use it with --format collapsed or svg and --weight samples, cpu, wall, alloc or lock",
+        ));
+    }
     if let (Some(w), ExportTo::Collapsed | ExportTo::Svg) =
         (args.weight.and_then(WeightBy::sampled), args.format)
     {

@@ -114,6 +114,7 @@ fn deep_trace(path: &Path, depth: u32, repeat: u32, samples: u32) {
     if samples > 0 {
         w.define(Symbol::Stack(StackSymbol {
             id: StackId(0),
+            types: Vec::new(),
             frames: (0..depth)
                 .map(|_| {
                     (

@@ -212,6 +212,24 @@ fn check_samples(jfr: &Path, rec: &Path) {
         )
     }));
     assert_eq!(ours_top, theirs_top, "samples per top frame");
+    // JFR's walker types every frame; the reader keeps the types.
+    let theirs_types = count_by(jdk.iter().map(|(_, v)| {
+        v["stackTrace"]["frames"][0]["type"]
+            .as_str()
+            .unwrap_or("?")
+            .to_string()
+    }));
+    let ours_types = count_by(samples.iter().map(|e| {
+        match e["stack"][0]["type"].as_str() {
+            Some("interpreted") => "Interpreted",
+            Some("compiled") => "JIT compiled",
+            Some("inlined") => "Inlined",
+            Some("native") => "Native",
+            _ => "?",
+        }
+        .to_string()
+    }));
+    assert_eq!(ours_types, theirs_types, "samples per top frame type");
     let exec = jdk
         .iter()
         .filter(|(t, _)| t == "jdk.ExecutionSample")

@@ -34,6 +34,18 @@ fn count(leaves: &HashMap<String, usize>, method: &str) -> usize {
     leaves.get(method).copied().unwrap_or(0)
 }
 
+/// A frame's `type` in the JSON Lines (absent: unknown).
+fn frame_type(frame: &Value) -> &str {
+    frame["type"].as_str().unwrap_or("unknown")
+}
+
+/// The types of a sample's frames, top first.
+fn types(sample: &Value) -> Vec<&str> {
+    sample["stack"]
+        .as_array()
+        .map_or(Vec::new(), |s| s.iter().map(frame_type).collect())
+}
+
 #[test]
 fn signal_samples_land_in_methods_inlined_into_a_hot_loop() {
     // fx.HotLoop: light() and heavy() (90 % of the work, straight-line
@@ -56,6 +68,137 @@ fn signal_samples_land_in_methods_inlined_into_a_hot_loop() {
         inlined * 2 >= total,
         "{inlined} of {total} main samples in light/heavy: {main:?}"
     );
+
+    // Frame types: once the JIT compiled the loop, a sample in light() or
+    // heavy() has them inlined into a compiled main (docs/SAMPLING.md).
+    let events = rec.events();
+    let samples = of_type(&events, "SAMPLE");
+    let in_methods: Vec<&&Value> = samples
+        .iter()
+        .filter(|s| s["thread"] == "main")
+        .filter(|s| matches!(s["stack"][0]["method"].as_str(), Some("light" | "heavy")))
+        .collect();
+    let typed = in_methods
+        .iter()
+        .filter(|s| {
+            types(s).first() == Some(&"inlined")
+                && s["stack"][1]["method"] == "main"
+                && frame_type(&s["stack"][1]) == "compiled"
+        })
+        .count();
+    assert!(
+        typed * 2 >= in_methods.len(),
+        "{typed} of {} samples in light/heavy are inlined into a compiled main",
+        in_methods.len()
+    );
+    for s in &samples {
+        // Inlined frames sit on top of the compiled frame they are in;
+        // nothing below a compiled frame is typed compiled or inlined.
+        let t = types(s);
+        if let Some(at) = t.iter().position(|t| *t != "inlined") {
+            if t[..at].contains(&"inlined") {
+                assert_eq!(
+                    t[at], "compiled",
+                    "inlined frames end in a compiled one: {s}"
+                );
+            }
+            assert!(
+                !t[at + 1..]
+                    .iter()
+                    .any(|t| *t == "compiled" || *t == "inlined"),
+                "only the top frames are typed: {s}"
+            );
+        }
+    }
+
+    // The flame graph's annotation, only when asked for.
+    let folded = |extra: &[&str]| {
+        let mut args = vec![
+            "export",
+            path_str(&rec.trace),
+            "--format",
+            "collapsed",
+            "--weight",
+            "samples",
+        ];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let annotated = folded(&["--frame-types"]);
+    assert!(
+        annotated
+            .lines()
+            .any(|l| l.contains("fx.HotLoop.main_[j];fx.HotLoop.heavy_[i] ")
+                || l.contains("fx.HotLoop.main_[j];fx.HotLoop.light_[i] ")),
+        "no inlined heavy/light over a compiled main:\n{annotated}"
+    );
+    assert!(!folded(&[]).contains("_["), "no annotation by default");
+
+    // The XML export carries the types (TYPE) and reads back with them.
+    let xml = rec.trace.with_extension("xml");
+    let out = run(&["export", path_str(&rec.trace), "-o", path_str(&xml)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&xml).expect("xml");
+    assert!(text.contains(" TYPE=\"inlined\""), "TYPE in the XML");
+    crate::xml::assert_valid_xml(&xml);
+    let again = jsonl(&xml);
+    let stacks = |evs: &[Value]| -> Vec<Vec<String>> {
+        of_type(evs, "SAMPLE")
+            .iter()
+            .map(|s| types(s).iter().map(|t| t.to_string()).collect())
+            .collect()
+    };
+    assert_eq!(stacks(&events), stacks(&again), "types survive the XML");
+}
+
+#[test]
+fn interpreted_and_native_frames_are_typed() {
+    // -Xint: no compiled code, the top Java frame runs in the
+    // interpreter. The Reference Handler waits in a native method.
+    let rec = record(
+        &["--events", "samples", "--interval", "2ms"],
+        &["-Xint"],
+        "fx.HotLoop",
+        &["20"],
+    );
+    assert!(rec.output.status.success(), "{}", rec.stderr());
+    let events = rec.events();
+    let samples = of_type(&events, "SAMPLE");
+    let main: Vec<&&Value> = samples.iter().filter(|s| s["thread"] == "main").collect();
+    let interpreted = main
+        .iter()
+        .filter(|s| types(s).first() == Some(&"interpreted"))
+        .count();
+    assert!(main.len() >= 20, "main was sampled {} times", main.len());
+    assert!(
+        interpreted * 2 >= main.len(),
+        "{interpreted} of {} main samples have an interpreted top frame",
+        main.len()
+    );
+    for s in &samples {
+        assert!(
+            !types(s).iter().any(|t| *t == "compiled" || *t == "inlined"),
+            "no compiled code under -Xint: {s}"
+        );
+    }
+    let waits: Vec<&&Value> = samples
+        .iter()
+        .filter(|s| s["stack"][0]["method"] == "waitForReferencePendingList")
+        .collect();
+    assert!(!waits.is_empty(), "the Reference Handler was sampled");
+    for s in waits {
+        assert_eq!(frame_type(&s["stack"][0]), "native", "{s}");
+    }
 }
 
 #[test]
@@ -124,7 +267,16 @@ fn safepoint_sampler_is_kept_and_named_in_the_trace() {
     );
     assert!(rec.output.status.success(), "{}", rec.stderr());
     assert_eq!(properties(&rec)["sampler"], "safepoint");
-    assert!(!leaves(&rec.events(), "main").is_empty());
+    let events = rec.events();
+    assert!(!leaves(&events, "main").is_empty());
+    // GetAllStackTraces does not say how a frame ran: only native
+    // methods are typed.
+    for s in of_type(&events, "SAMPLE") {
+        assert!(
+            types(s).iter().all(|t| *t == "unknown" || *t == "native"),
+            "{s}"
+        );
+    }
 }
 
 #[test]

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 
 use vmview_format::{
-    truncated_label, Event, MethodId, StackId, SymbolTable, ThreadRef, DEFAULT_MAX_DEPTH,
+    truncated_label, Event, FrameType, MethodId, StackId, SymbolTable, ThreadRef, DEFAULT_MAX_DEPTH,
 };
 
 use crate::calls::{CallMatcher, Transition};
@@ -40,6 +40,16 @@ use crate::names::MethodNames;
 use crate::weight::{blocked_label, SampleWeight, Weighed, Weigher, WeightError};
 use crate::EventWriter;
 use vmview_format::TraceHeader;
+
+/// async-profiler's annotation of a frame's type in collapsed stacks.
+pub fn type_suffix(ty: FrameType) -> &'static str {
+    match ty {
+        FrameType::Compiled => "_[j]",
+        FrameType::Inlined => "_[i]",
+        FrameType::Interpreted => "_[0]",
+        FrameType::Native | FrameType::Unknown => "",
+    }
+}
 
 /// What a folded line's number counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +78,11 @@ pub struct CollapseOptions {
     /// Frames kept from the stack base (the thread frame not counted);
     /// deeper ones become one `[truncated N frames]` frame. At least 1.
     pub max_depth: u32,
+    /// Sampled stacks: end each frame whose type the sampler knew in
+    /// async-profiler's annotation (`_[j]` compiled, `_[i]` inlined,
+    /// `_[0]` interpreted; native and unknown frames get none), which
+    /// flame-graph tools' `java` palettes colour by.
+    pub frame_types: bool,
 }
 
 impl Default for CollapseOptions {
@@ -76,6 +91,7 @@ impl Default for CollapseOptions {
             weight: Weight::SelfTime,
             thread_frames: false,
             max_depth: DEFAULT_MAX_DEPTH,
+            frame_types: false,
         }
     }
 }
@@ -120,7 +136,8 @@ pub struct CallTree {
     nodes: Vec<Node>,
     children: HashMap<(u32, u32), u32>,
     names: Vec<String>,
-    method_names: HashMap<MethodId, u32>,
+    /// Frame names by method and, with `frame_types`, frame type.
+    method_names: HashMap<(MethodId, FrameType), u32>,
     thread_roots: HashMap<ThreadRef, u32>,
     /// Per thread: open frames as (node, start, time in callees).
     stacks: Vec<Vec<(u32, u64, u64)>>,
@@ -278,14 +295,23 @@ impl CallTree {
     }
 
     fn intern_method(&mut self, m: MethodId, syms: &SymbolTable) -> u32 {
-        if let Some(&n) = self.method_names.get(&m) {
+        self.intern_frame(m, FrameType::Unknown, syms)
+    }
+
+    /// A method's frame, annotated with its type ([`type_suffix`]).
+    fn intern_frame(&mut self, m: MethodId, ty: FrameType, syms: &SymbolTable) -> u32 {
+        if let Some(&n) = self.method_names.get(&(m, ty)) {
             return n;
         }
         let names = MethodNames::resolve(syms, m);
         let n = self.names.len() as u32;
-        self.names
-            .push(frame_name(&format!("{}.{}", names.class, names.name)));
-        self.method_names.insert(m, n);
+        self.names.push(frame_name(&format!(
+            "{}.{}{}",
+            names.class,
+            names.name,
+            type_suffix(ty)
+        )));
+        self.method_names.insert((m, ty), n);
         n
     }
 
@@ -324,11 +350,16 @@ impl CallTree {
                     let node = match self.sampled.get(&(root, stack)) {
                         Some(&n) => n,
                         None => {
-                            let frames = syms.stack(stack).map_or(&[][..], |s| s.frames.as_slice());
+                            let st = syms.stack(stack);
+                            let frames = st.map_or(&[][..], |s| s.frames.as_slice());
                             let cap = self.opts.max_depth as usize;
                             let mut node = root;
-                            for (m, _) in frames.iter().rev().take(cap) {
-                                let name = self.intern_method(*m, syms);
+                            for (i, (m, _)) in frames.iter().enumerate().rev().take(cap) {
+                                let ty = match st {
+                                    Some(s) if self.opts.frame_types => s.frame_type(i),
+                                    _ => FrameType::Unknown,
+                                };
+                                let name = self.intern_frame(*m, ty, syms);
                                 node = self.frame_under(node, name, 0);
                             }
                             if frames.len() > cap {

@@ -9,6 +9,7 @@
 
 use std::io::{self, Write};
 
+use inferno::flamegraph::color::{MultiPalette, Palette};
 use inferno::flamegraph::{self, Options};
 use vmview_format::{Event, SymbolTable, TraceHeader};
 
@@ -64,6 +65,10 @@ impl<W: Write> EventWriter for FlameGraphWriter<W> {
         let lines = self.tree.folded();
         let mut options = Options::default();
         options.title = self.title.clone();
+        if self.opts.frame_types {
+            // Colours by the `_[j]`, `_[i]` annotations.
+            options.colors = Palette::Multi(MultiPalette::Java);
+        }
         options.count_name = match self.opts.weight {
             Weight::SelfTime => "ns".to_string(),
             Weight::Calls => "calls".to_string(),

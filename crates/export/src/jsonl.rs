@@ -35,7 +35,7 @@
 //! | METHOD_COUNTS | `overhead_bp` (estimated, whole recording so far), `counts` (`[["Class.method(sig)", count], …]`, running totals since each demotion) |
 //! | MONITOR_ENTER, MONITOR_EXIT | `monitor`, `depth` (of the frame holding it) |
 //! | FOREIGN | `name` (the source's event type, `jdk.CPULoad`), `fields` (an object of the source's fields, each value a string) |
-//! | SAMPLE | `state` (`RUN`, `IO`, `WAIT`, `BLOCKED`, `SLEEP`), `stack` (frames top first: `{"class", "method", "line"}`, `line` `null` when unknown), `monitors` (`{"monitor", "depth"}`, depth 0 = top frame) |
+//! | SAMPLE | `state` (`RUN`, `IO`, `WAIT`, `BLOCKED`, `SLEEP`), `stack` (frames top first: `{"class", "method", "line"}`, `line` `null` when unknown, plus `"type"` (`interpreted`, `compiled`, `inlined`, `native`) when the sampler knew how the frame ran), `monitors` (`{"monitor", "depth"}`, depth 0 = top frame) |
 //!
 //! Names: `class`, `exception`, `catch_class` are dotted binary names
 //! (`shop.Inventory$Clerk`); `method` and `catch_method` are bare method
@@ -86,7 +86,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 use serde_json::Value as Json;
 use vmview_format::{
-    Event, EventKind, Loc, MethodId, Monitor, Outcome, StackId, SymbolTable, Value,
+    Event, EventKind, FrameType, Loc, MethodId, Monitor, Outcome, StackId, SymbolTable, Value,
 };
 
 use crate::names::{array_display, descriptor_types, hash_hex, monitor_name, MethodNames};
@@ -241,6 +241,10 @@ struct WireFrame<'a> {
     class: &'a str,
     method: &'a str,
     line: Option<u32>,
+    /// How the frame ran, when the sampler knew (`interpreted`,
+    /// `compiled`, `inlined`, `native`).
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    ty: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -551,15 +555,20 @@ fn wire_held(syms: &SymbolTable, held: &[(Monitor, u32)]) -> Vec<WireHeld> {
 }
 
 fn wire_stack(syms: &SymbolTable, stack: StackId) -> Vec<WireFrame<'_>> {
-    let frames = syms.stack(stack).map_or(&[][..], |s| s.frames.as_slice());
-    frames
+    let Some(st) = syms.stack(stack) else {
+        return Vec::new();
+    };
+    st.frames
         .iter()
-        .map(|(m, loc)| {
+        .enumerate()
+        .map(|(i, (m, loc))| {
             let n = MethodNames::resolve(syms, *m);
+            let ty = st.frame_type(i);
             WireFrame {
                 class: n.class,
                 method: n.name,
                 line: loc.line,
+                ty: (ty != FrameType::Unknown).then(|| ty.name()),
             }
         })
         .collect()

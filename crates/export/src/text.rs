@@ -21,7 +21,9 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use vmview_format::{Event, EventKind, MethodId, Outcome, SymbolTable, Value};
+use vmview_format::{
+    Event, EventKind, FrameType, MethodId, Outcome, StackSymbol, SymbolTable, Value,
+};
 
 use crate::names::{
     array_display, descriptor_types, duration_display, hash_hex, loc_display, monitor_name,
@@ -234,11 +236,7 @@ fn fields(ev: &Event, syms: &SymbolTable) -> Vec<(&'static str, String)> {
         } => {
             f.push(("STATE", state.name().to_string()));
             match syms.stack(*stack) {
-                Some(st) => {
-                    for (m, loc) in &st.frames {
-                        f.push(("AT", site(syms, *m, loc)));
-                    }
-                }
+                Some(st) => frame_lines(&mut f, syms, st),
                 None => f.push(("STACK", format!("unknown stack {}", stack.0))),
             }
             for (m, depth) in monitors {
@@ -264,11 +262,7 @@ fn fields(ev: &Event, syms: &SymbolTable) -> Vec<(&'static str, String)> {
         EventKind::PeriodStart { period, stack } => {
             f.push(("PERIOD", period.to_string()));
             match syms.stack(*stack) {
-                Some(st) => {
-                    for (m, loc) in &st.frames {
-                        f.push(("AT", site(syms, *m, loc)));
-                    }
-                }
+                Some(st) => frame_lines(&mut f, syms, st),
                 None => f.push(("STACK", format!("unknown stack {}", stack.0))),
             }
         }
@@ -276,11 +270,7 @@ fn fields(ev: &Event, syms: &SymbolTable) -> Vec<(&'static str, String)> {
         EventKind::VthreadPinned { stack, duration_ns } => {
             f.push(("DURATION", duration_display(*duration_ns)));
             match syms.stack(*stack) {
-                Some(st) => {
-                    for (m, loc) in &st.frames {
-                        f.push(("AT", site(syms, *m, loc)));
-                    }
-                }
+                Some(st) => frame_lines(&mut f, syms, st),
                 None => f.push(("STACK", format!("unknown stack {}", stack.0))),
             }
         }
@@ -288,11 +278,7 @@ fn fields(ev: &Event, syms: &SymbolTable) -> Vec<(&'static str, String)> {
             f.push(("CLASS", syms.string(*class).to_string()));
             f.push(("SIZE", size.to_string()));
             match syms.stack(*stack) {
-                Some(st) => {
-                    for (m, loc) in &st.frames {
-                        f.push(("AT", site(syms, *m, loc)));
-                    }
-                }
+                Some(st) => frame_lines(&mut f, syms, st),
                 None => f.push(("STACK", format!("unknown stack {}", stack.0))),
             }
         }
@@ -371,6 +357,21 @@ fn push_metrics(f: &mut Vec<(&'static str, String)>, m: &vmview_format::Metrics)
     }
     if let Some(alloc) = m.alloc_bytes {
         f.push(("ALLOCATED", format!("{alloc} bytes")));
+    }
+}
+
+/// A stack's `AT` lines, top first; a frame whose type is known ends in
+/// `[inlined]`, `[compiled]`, `[interpreted]` or `[native]`.
+fn frame_lines(f: &mut Vec<(&'static str, String)>, syms: &SymbolTable, st: &StackSymbol) {
+    for (i, (m, loc)) in st.frames.iter().enumerate() {
+        let mut at = site(syms, *m, loc);
+        let ty = st.frame_type(i);
+        if ty != FrameType::Unknown {
+            at.push_str(" [");
+            at.push_str(ty.name());
+            at.push(']');
+        }
+        f.push(("AT", at));
     }
 }
 

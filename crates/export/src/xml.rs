@@ -50,8 +50,8 @@
 use std::io::{self, Write};
 
 use vmview_format::{
-    Event, EventKind, Loc, MethodId, Metrics, Monitor, Outcome, StackId, SymbolTable, ThreadRef,
-    TraceHeader, Value,
+    Event, EventKind, FrameType, Loc, MethodId, Metrics, Monitor, Outcome, StackId, SymbolTable,
+    ThreadRef, TraceHeader, Value,
 };
 
 use crate::names::{hash_hex, MethodNames};
@@ -438,7 +438,7 @@ fn render_event(b: &mut Vec<u8>, ev: &Event, syms: &SymbolTable) {
 /// A stack as `FRAME` elements, top first.
 fn frame_elems(b: &mut Vec<u8>, stack: StackId, syms: &SymbolTable) {
     if let Some(st) = syms.stack(stack) {
-        for (m, loc) in &st.frames {
+        for (i, (m, loc)) in st.frames.iter().enumerate() {
             let n = MethodNames::resolve(syms, *m);
             b.extend_from_slice(b"<FRAME CLASS=\"");
             push_class_attr(b, n.class);
@@ -450,6 +450,10 @@ fn frame_elems(b: &mut Vec<u8>, stack: StackId, syms: &SymbolTable) {
             push_fmt(b, format_args!("{}", loc.bci));
             if let Some(line) = loc.line {
                 push_fmt(b, format_args!("\" LINE=\"{line}"));
+            }
+            let ty = st.frame_type(i);
+            if ty != FrameType::Unknown {
+                push_fmt(b, format_args!("\" TYPE=\"{}", ty.name()));
             }
             b.extend_from_slice(b"\"/>");
         }

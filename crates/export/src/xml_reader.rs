@@ -26,9 +26,9 @@ use std::io::{self, BufRead, Read};
 
 use quick_xml::events::{BytesStart, Event as XmlEvent};
 use vmview_format::{
-    Event, EventKind, Loc, MethodId, MethodSymbol, Metrics, Monitor, Outcome, StackId, StackSymbol,
-    StringId, Symbol, SymbolTable, ThreadRef, ThreadState, ThreadSymbol, TraceHeader, Value,
-    WindowReason, MAX_THREAD_REF,
+    Event, EventKind, FrameType, Loc, MethodId, MethodSymbol, Metrics, Monitor, Outcome, StackId,
+    StackSymbol, StringId, Symbol, SymbolTable, ThreadRef, ThreadState, ThreadSymbol, TraceHeader,
+    Value, WindowReason, MAX_THREAD_REF,
 };
 
 use crate::xml::class_from_jvm;
@@ -223,6 +223,9 @@ impl ValueAttrs {
     }
 }
 
+/// A stack's frames and their types (empty: none known).
+type StackKey = (Vec<(MethodId, Loc)>, Vec<FrameType>);
+
 /// A `FRAME` of a SAMPLE or PERIOD_START, as written.
 #[derive(Default)]
 struct FrameAttrs {
@@ -232,6 +235,8 @@ struct FrameAttrs {
     sig: Option<String>,
     bci: i32,
     line: Option<u32>,
+    /// `TYPE`: how the frame ran (absent: unknown).
+    ty: FrameType,
 }
 
 /// An element directly inside `TRACE`, with the attributes that matter.
@@ -296,7 +301,7 @@ pub struct XmlTraceReader<R: BufRead> {
     /// HELD children of the current event: (depth, MON text).
     held: Vec<(u32, String)>,
     /// Interned stacks, so a stack read again gets its handle.
-    stacks: HashMap<Vec<(MethodId, Loc)>, StackId>,
+    stacks: HashMap<StackKey, StackId>,
     key: String,
 }
 
@@ -831,16 +836,22 @@ impl<R: BufRead> XmlTraceReader<R> {
                 )
             })
             .collect();
+        let mut types: Vec<FrameType> = frames_attrs[..self.nframes].iter().map(|f| f.ty).collect();
+        if types.iter().all(|t| *t == FrameType::Unknown) {
+            types.clear();
+        }
         self.frames = frames_attrs;
-        if let Some(&id) = self.stacks.get(&frames) {
+        let key = (frames, types);
+        if let Some(&id) = self.stacks.get(&key) {
             return id;
         }
         let id = StackId(self.stacks.len() as u32);
         self.symbols.insert(Symbol::Stack(StackSymbol {
             id,
-            frames: frames.clone(),
+            frames: key.0.clone(),
+            types: key.1.clone(),
         }));
-        self.stacks.insert(frames, id);
+        self.stacks.insert(key, id);
         id
     }
 
@@ -1391,7 +1402,7 @@ fn attr(s: &BytesStart<'_>, key: &[u8], at: u64) -> Result<Option<String>, XmlEr
 
 /// A numeric attribute, read from its raw bytes when they are plain
 /// digits (the common case: no allocation), else unescaped and parsed.
-/// A `FRAME`'s attributes: `CLASS`, `MTD`, `SIG`, `LOC`, `LINE`.
+/// A `FRAME`'s attributes: `CLASS`, `MTD`, `SIG`, `LOC`, `LINE`, `TYPE`.
 fn frame_attrs(s: &BytesStart<'_>, at: u64) -> Result<FrameAttrs, XmlError> {
     let bci = match attr(s, b"LOC", at)? {
         Some(l) => parse_num::<i32>(&l, "FRAME LOC", at)?,
@@ -1406,6 +1417,17 @@ fn frame_attrs(s: &BytesStart<'_>, at: u64) -> Result<FrameAttrs, XmlError> {
         sig: attr(s, b"SIG", at)?,
         bci,
         line,
+        ty: match attr(s, b"TYPE", at)? {
+            None => FrameType::Unknown,
+            Some(t) => FrameType::from_name(&t)
+                .filter(|t| *t != FrameType::Unknown)
+                .ok_or_else(|| {
+                    err(
+                        at,
+                        format!("FRAME TYPE {t:?} is not interpreted, compiled, inlined or native"),
+                    )
+                })?,
+        },
     })
 }
 
@@ -1701,6 +1723,7 @@ mod tests {
         ];
         syms.insert(Symbol::Stack(StackSymbol {
             id: StackId(0),
+            types: Vec::new(),
             frames: vec![
                 (
                     MethodId(0),

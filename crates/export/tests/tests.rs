@@ -105,6 +105,7 @@ fn shop_trace() -> (Vec<Event>, SymbolTable) {
     let sample_stack = StackId(0);
     b.syms.insert(Symbol::Stack(StackSymbol {
         id: sample_stack,
+        types: Vec::new(),
         frames: vec![
             (
                 check,

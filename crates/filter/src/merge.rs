@@ -170,17 +170,20 @@ impl<W: Write> Mapper<'_, W> {
         self.next.stack += 1;
         self.map.stacks.insert(id.0, new);
         // A stack the source lost (damaged chunk) stays empty.
-        let frames = self
+        let (frames, types) = self
             .syms
             .stack(id)
-            .map(|s| s.frames.clone())
+            .map(|s| (s.frames.clone(), s.types.clone()))
             .unwrap_or_default();
         let frames = frames
             .into_iter()
             .map(|(m, loc)| (self.method_(m), loc))
             .collect();
-        self.out
-            .define(Symbol::Stack(StackSymbol { id: new, frames }));
+        self.out.define(Symbol::Stack(StackSymbol {
+            id: new,
+            frames,
+            types,
+        }));
         new
     }
 

@@ -12,9 +12,9 @@ use crate::state::Threads;
 use crate::varint::{Cursor, Malformed};
 use crate::wire::*;
 use crate::{
-    Event, EventKind, Loc, MethodId, MethodSymbol, Metrics, Monitor, Outcome, Scanned, StackId,
-    StackSymbol, StringId, Symbol, SymbolTable, ThreadRef, ThreadState, ThreadSymbol, Value,
-    WindowReason,
+    Event, EventKind, FrameType, Loc, MethodId, MethodSymbol, Metrics, Monitor, Outcome, Scanned,
+    StackId, StackSymbol, StringId, Symbol, SymbolTable, ThreadRef, ThreadState, ThreadSymbol,
+    Value, WindowReason,
 };
 
 const NO_THREAD: u32 = u32::MAX;
@@ -247,11 +247,10 @@ impl ChunkDecoder {
         while !c.at_end() {
             let at = c.pos();
             let tag = c.u8()?;
-            let op = tag & OP_MASK;
-            if tag != op || !(op <= OP_THREAD || op == OP_STACK) {
+            if !symbol_tag(tag) {
                 return Err(bad(at, "only symbol records before the thread streams"));
             }
-            symbols.insert(read_symbol(&mut c, op)?);
+            symbols.insert(read_symbol(&mut c, tag)?);
         }
         let mut pos = streams_at;
         for (i, (thread, left, len)) in entries.into_iter().enumerate() {
@@ -308,13 +307,13 @@ impl ChunkDecoder {
                 if self.v2 {
                     return Err(c.err("no symbol record inside a thread stream"));
                 }
-                if tag != op {
+                if !symbol_tag(tag) {
                     return Err(Malformed {
                         offset: self.pos,
                         what: "a symbol record tag without flags",
                     });
                 }
-                let sym = read_symbol(&mut c, op)?; // cold: once per symbol per chunk
+                let sym = read_symbol(&mut c, tag)?; // cold: once per symbol per chunk
                 symbols.insert(sym);
                 self.pos = c.pos();
                 continue;
@@ -873,13 +872,13 @@ impl ChunkDecoder {
                 if self.v2 {
                     return Err(c.err("no symbol record inside a thread stream"));
                 }
-                if tag != op {
+                if !symbol_tag(tag) {
                     return Err(Malformed {
                         offset: self.pos,
                         what: "a symbol record tag without flags",
                     });
                 }
-                let sym = read_symbol(&mut c, op)?;
+                let sym = read_symbol(&mut c, tag)?;
                 symbols.insert(sym);
                 self.pos = c.pos();
                 continue;
@@ -1694,9 +1693,18 @@ fn skip_value(c: &mut Cursor, nesting: u32) -> Result<(), Malformed> {
     Ok(())
 }
 
+/// Whether `tag` is a symbol record's: no flag bits, except K on a STACK
+/// (frame types follow).
+#[inline]
+fn symbol_tag(tag: u8) -> bool {
+    let op = tag & OP_MASK;
+    (op <= OP_THREAD || op == OP_STACK) && (tag == op || tag == OP_STACK | F_KIND)
+}
+
 #[cold]
 #[inline(never)]
-fn read_symbol(c: &mut Cursor, op: u8) -> Result<Symbol, Malformed> {
+fn read_symbol(c: &mut Cursor, tag: u8) -> Result<Symbol, Malformed> {
+    let op = tag & OP_MASK;
     Ok(match op {
         OP_STRING => Symbol::String {
             id: StringId(c.u32()?),
@@ -1725,13 +1733,20 @@ fn read_symbol(c: &mut Cursor, op: u8) -> Result<Symbol, Malformed> {
         OP_STACK => {
             let id = StackId(c.u32()?);
             // Each frame takes at least three varints.
-            let n = c.count(3)?;
+            let typed = tag & F_KIND != 0;
+            let n = c.count(if typed { 4 } else { 3 })?;
             let mut frames = Vec::with_capacity(n.min(PREALLOC_LIMIT));
+            let mut types = Vec::new();
             for _ in 0..n {
                 let m = MethodId(c.u32()?);
                 frames.push((m, read_loc(c)?));
+                if typed {
+                    let t = FrameType::from_code(c.u8()?)
+                        .ok_or_else(|| c.err("a frame type between 0 and 4"))?;
+                    types.push(t);
+                }
             }
-            Symbol::Stack(StackSymbol { id, frames })
+            Symbol::Stack(StackSymbol { id, frames, types })
         }
         _ => {
             let id = c.u32()?;

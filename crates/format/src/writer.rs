@@ -19,8 +19,8 @@ use crate::state::Threads;
 use crate::varint::{put_i64, put_str, put_u64};
 use crate::wire::*;
 use crate::{
-    ChunkInfo, Event, EventKind, FormatError, Loc, MethodId, Metrics, Monitor, Outcome, StackId,
-    StringId, Symbol, ThreadRef, TraceHeader, Value,
+    ChunkInfo, Event, EventKind, FormatError, FrameType, Loc, MethodId, Metrics, Monitor, Outcome,
+    StackId, StringId, Symbol, ThreadRef, TraceHeader, Value,
 };
 
 /// "No thread yet in this chunk": never a valid handle (handles are below
@@ -357,13 +357,19 @@ impl<W: Write> TraceWriter<W> {
                     .insert(t.id.0, Def::new(rec, vec![t.name.0, t.group.0]));
             }
             Symbol::Stack(st) => {
-                rec.push(OP_STACK);
+                // K: a frame-type byte follows each frame's Loc. Without
+                // a known type the record is the same as before types.
+                let typed = st.types.iter().any(|t| *t != FrameType::Unknown);
+                rec.push(if typed { OP_STACK | F_KIND } else { OP_STACK });
                 put_u64(&mut rec, u64::from(st.id.0));
                 put_u64(&mut rec, st.frames.len() as u64);
                 let mut deps = Vec::with_capacity(st.frames.len());
-                for (m, loc) in &st.frames {
+                for (i, (m, loc)) in st.frames.iter().enumerate() {
                     put_u64(&mut rec, u64::from(m.0));
                     put_loc(&mut rec, loc);
+                    if typed {
+                        rec.push(st.frame_type(i).code());
+                    }
                     if !deps.contains(&m.0) {
                         deps.push(m.0);
                     }

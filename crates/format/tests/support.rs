@@ -104,6 +104,7 @@ pub fn symbols() -> Vec<Symbol> {
     }));
     v.push(Symbol::Stack(StackSymbol {
         id: STACK_WORKER,
+        types: Vec::new(),
         frames: vec![
             (
                 M_ADD,

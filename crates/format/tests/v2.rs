@@ -404,3 +404,56 @@ fn a_thread_bit_inside_the_last_stream_is_a_bad_chunk() {
     assert_eq!(diags[0].kind, DiagnosticKind::BadChunk);
     assert!(diags[0].message.contains("thread"), "{}", diags[0].message);
 }
+
+#[test]
+fn frame_types_of_a_stack_read_back_from_both_versions() {
+    // The STACK record with K carries one type byte per frame; without a
+    // known type the record (and so the trace) is what it was before.
+    let events = dense(&all_kinds());
+    let plain = symbols();
+    let typed: Vec<Symbol> = plain
+        .iter()
+        .map(|s| match s {
+            Symbol::Stack(st) if st.id == STACK_WORKER => {
+                let mut st = st.clone();
+                st.types = (0..st.frames.len())
+                    .map(|i| [FrameType::Inlined, FrameType::Compiled, FrameType::Native][i % 3])
+                    .collect();
+                Symbol::Stack(st)
+            }
+            other => other.clone(),
+        })
+        .collect();
+    let frames = match typed.iter().find_map(|s| match s {
+        Symbol::Stack(st) if st.id == STACK_WORKER => Some(st.clone()),
+        _ => None,
+    }) {
+        Some(st) => st,
+        None => panic!("the fixture has the worker's stack"),
+    };
+    assert!(frames.frames.len() >= 2, "a stack of several frames");
+    for v2 in [false, true] {
+        let write = |syms: &[Symbol]| {
+            if v2 {
+                write_v2(syms, &events, DEFAULT_CHUNK_BYTES)
+            } else {
+                write(syms, &events, DEFAULT_CHUNK_BYTES)
+            }
+        };
+        let (with, without) = (write(&typed), write(&plain));
+        let (back, diags, syms) = read(&with);
+        assert_eq!(diags, vec![], "version 2: {v2}");
+        let (back_plain, _, syms_plain) = read(&without);
+        assert_eq!(back, back_plain, "the events are the same");
+        assert_eq!(syms.stack(STACK_WORKER), Some(&frames), "version 2: {v2}");
+        assert!(syms_plain
+            .stack(STACK_WORKER)
+            .is_some_and(|s| s.types.is_empty()));
+        // One chunk: the typed trace is the untyped one plus a byte per frame.
+        assert_eq!(
+            with.len(),
+            without.len() + frames.frames.len(),
+            "version 2: {v2}"
+        );
+    }
+}

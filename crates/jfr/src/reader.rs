@@ -23,9 +23,9 @@ use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 use vmview_format::{
-    Diagnostic, DiagnosticKind, Event, EventKind, Loc, MethodId, MethodSymbol, Monitor, Outcome,
-    StackId, StackSymbol, StringId, Symbol, SymbolTable, ThreadRef, ThreadState, ThreadSymbol,
-    TraceHeader, Value as JValue, FORMAT_VERSION,
+    Diagnostic, DiagnosticKind, Event, EventKind, FrameType, Loc, MethodId, MethodSymbol, Monitor,
+    Outcome, StackId, StackSymbol, StringId, Symbol, SymbolTable, ThreadRef, ThreadState,
+    ThreadSymbol, TraceHeader, Value as JValue, FORMAT_VERSION,
 };
 use vmview_options::{ClassFilter, BUILTIN_IO, BUILTIN_WAIT};
 
@@ -108,8 +108,11 @@ struct Interner {
     strings: FxHashMap<Box<str>, StringId>,
     methods: FxHashMap<(StringId, StringId, StringId), MethodId>,
     threads: FxHashMap<(u8, i64), ThreadRef>,
-    stacks: FxHashMap<Box<[(MethodId, Loc)]>, StackId>,
+    stacks: FxHashMap<StackKey, StackId>,
 }
+
+/// A stack's frames and their types (empty: none known).
+type StackKey = (Box<[(MethodId, Loc)]>, Box<[FrameType]>);
 
 impl Interner {
     fn string(&mut self, syms: &mut SymbolTable, s: &str) -> StringId {
@@ -1186,6 +1189,7 @@ impl<R: Read + Seek> JfrReader<R> {
             return None;
         };
         let mut list = Vec::with_capacity(frames.len());
+        let mut types = Vec::with_capacity(frames.len());
         let mut infos = Vec::with_capacity(frames.len());
         let mut locs = Vec::with_capacity(frames.len());
         for f in frames.iter() {
@@ -1207,17 +1211,22 @@ impl<R: Read + Seek> JfrReader<R> {
                     .map(|l| l.min(i64::from(u32::MAX)) as u32),
             };
             list.push((m.id, loc));
+            types.push(jfr_frame_type(chunk, f));
             infos.push(m);
             locs.push(loc);
         }
-        let frames: Box<[(MethodId, Loc)]> = list.into_boxed_slice();
+        if types.iter().all(|t| *t == FrameType::Unknown) {
+            types.clear();
+        }
+        let frames = (list.into_boxed_slice(), types.into_boxed_slice());
         let id = match self.interner.stacks.get(&frames) {
             Some(&id) => id,
             None => {
                 let id = StackId(self.interner.stacks.len() as u32);
                 self.symbols.insert(Symbol::Stack(StackSymbol {
                     id,
-                    frames: frames.to_vec(),
+                    frames: frames.0.to_vec(),
+                    types: frames.1.to_vec(),
                 }));
                 self.interner.stacks.insert(frames, id);
                 id
@@ -1263,6 +1272,23 @@ fn thread_name(chunk: &Chunk, t: &Value) -> String {
         .or(os)
         .unwrap_or("?")
         .to_string()
+}
+
+/// A JFR `jdk.types.StackFrame`'s `type` (a `jdk.types.FrameType`, whose
+/// `description` is `Interpreted`, `JIT compiled`, `Inlined` or `Native`:
+/// JFR's own walker knows every frame's).
+fn jfr_frame_type(chunk: &Chunk, frame: &Value) -> FrameType {
+    let description = chunk
+        .field(frame, "type")
+        .and_then(|t| chunk.field(t, "description"))
+        .and_then(|d| chunk.string(d));
+    match description {
+        Some("Interpreted") => FrameType::Interpreted,
+        Some("JIT compiled") => FrameType::Compiled,
+        Some("Inlined") => FrameType::Inlined,
+        Some("Native") => FrameType::Native,
+        _ => FrameType::Unknown,
+    }
 }
 
 /// Dotted class, name and descriptor of a `jdk.types.Method`.

@@ -1553,6 +1553,7 @@ mod tests {
         }
         w.define(Symbol::Stack(vmview_format::StackSymbol {
             id: StackId(0),
+            types: Vec::new(),
             frames: vec![(MethodId(1), Loc::default())],
         }));
         let mut id = 0;
