@@ -254,8 +254,11 @@ traced() { # APP N NAME EVENTS MODE
   globs=$(app_classes "$app" "$mode")
   [ -z "$globs" ] || classes=(--classes "$globs")
   local vmv=$rundir/trace.vmv
+  # Every call traced (--budget off): these runs check the whole trace
+  # against the plain run; the budget's own runs are --overhead's
+  # calls-budget and wide-budget.
   read -r rc ms < <(run_java "$rundir" "$vmview" record "${classes[@]}" --events "$events" --mode "$mode" \
-    --exceptions all -o "$vmv" -- java "${java_opts[@]}" $(app_cmd "$app" "$n" "$rundir"))
+    --exceptions all --budget off -o "$vmv" -- java "${java_opts[@]}" $(app_cmd "$app" "$n" "$rundir"))
   [ "$rc" = "${plain_rc[$key]}" ] || problems+=("exit code $rc, plain ${plain_rc[$key]}")
   local out
   out="$(grep -v '^vmview: ' "$rundir/stdout" || true)$(out_hash "$rundir")"
