@@ -708,7 +708,10 @@ impl SignalSampler {
         // The last walk of each thread, for the threads that have not run
         // since (see IDLE_CPU_NS); only threads still alive are kept.
         let mut last = std::mem::take(&mut self.last_walk);
-        last.retain(|tid, _| live.iter().any(|(id, _, _)| id == tid));
+        // A set, not a scan of `live` per entry: a server can have
+        // thousands of threads, and this runs every tick.
+        let alive: std::collections::HashSet<i32> = live.iter().map(|(id, _, _)| *id).collect();
+        last.retain(|tid, _| alive.contains(tid));
         let carrier = |tid: i32| vthreads.iter().any(|(t, _)| *t == tid);
         let mut take = |outstanding: &mut HashMap<i32, (u32, u64)>,
                         last: &mut HashMap<i32, Answer>,
