@@ -629,6 +629,14 @@ impl SignalSampler {
                 live.push((tid, t, state));
             }
         }
+        // Where each live thread is in `live`: the answers, the idle set
+        // and the timers look threads up by tid, and a server can have
+        // thousands of them (a scan per answer would be quadratic).
+        let index: HashMap<i32, usize> = live
+            .iter()
+            .enumerate()
+            .map(|(i, (tid, _, _))| (*tid, i))
+            .collect();
         // A carrier running a virtual thread: the sample is the virtual
         // thread's, with its own state (JVMTI calls the carrier waiting).
         let vthreads: Vec<(i32, usize)> = {
@@ -664,7 +672,7 @@ impl SignalSampler {
             }
         };
         if self.cpu {
-            self.keep_timers(agent, &live);
+            self.keep_timers(agent, &live, &index);
             let mut out = Vec::new();
             self.drain(|tid, cpu, time, answer| {
                 let Some(Answer { frames, pc, .. }) = answer.filter(|_| cpu) else {
@@ -673,7 +681,7 @@ impl SignalSampler {
                 if !same_mount(tid) {
                     return;
                 }
-                if let Some((_, t, _)) = live.iter().find(|(id, _, _)| *id == tid) {
+                if let Some((_, t, _)) = index.get(&tid).map(|&i| &live[i]) {
                     out.push(Walk {
                         thread: LocalRef::new(jni, jni_new_local(jni, t.get())),
                         state: sys::JVMTI_THREAD_STATE_ALIVE | sys::JVMTI_THREAD_STATE_RUNNABLE,
@@ -708,10 +716,7 @@ impl SignalSampler {
         // The last walk of each thread, for the threads that have not run
         // since (see IDLE_CPU_NS); only threads still alive are kept.
         let mut last = std::mem::take(&mut self.last_walk);
-        // A set, not a scan of `live` per entry: a server can have
-        // thousands of threads, and this runs every tick.
-        let alive: std::collections::HashSet<i32> = live.iter().map(|(id, _, _)| *id).collect();
-        last.retain(|tid, _| alive.contains(tid));
+        last.retain(|tid, _| index.contains_key(tid));
         let carrier = |tid: i32| vthreads.iter().any(|(t, _)| *t == tid);
         let mut take = |outstanding: &mut HashMap<i32, (u32, u64)>,
                         last: &mut HashMap<i32, Answer>,
@@ -730,7 +735,7 @@ impl SignalSampler {
                         last.remove(&tid);
                         return;
                     };
-                    if let Some((_, t, _)) = live.iter().find(|(id, _, _)| *id == tid) {
+                    if let Some((_, t, _)) = index.get(&tid).map(|&i| &live[i]) {
                         out.push(Walk {
                             thread: LocalRef::new(jni, jni_new_local(jni, t.get())),
                             state,
@@ -930,7 +935,12 @@ impl SignalSampler {
 
     /// Gives every live thread a CPU timer and deletes those of threads
     /// gone.
-    fn keep_timers(&mut self, agent: &Agent, live: &[(i32, LocalRef, u32)]) {
+    fn keep_timers(
+        &mut self,
+        agent: &Agent,
+        live: &[(i32, LocalRef, u32)],
+        index: &HashMap<i32, usize>,
+    ) {
         let ns = self.interval.as_nanos().min(999_999_999_999) as i64;
         let spec = libc::itimerspec {
             it_interval: libc::timespec {
@@ -969,7 +979,7 @@ impl SignalSampler {
             }
         }
         self.timers.retain(|tid, timer| {
-            let alive = live.iter().any(|(id, _, _)| id == tid);
+            let alive = index.contains_key(tid);
             if !alive {
                 // SAFETY: a timer this sampler created.
                 unsafe { libc::timer_delete(*timer) };
