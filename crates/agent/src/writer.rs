@@ -473,16 +473,7 @@ impl Sequencer {
                 heap += s.heap_bytes();
                 calibration |= s.is_call_of(crate::calibrate::CALIBRATION_METHOD);
             });
-            if calibration {
-                let mut i = 0;
-                self.incoming.retain(|s| {
-                    i += 1;
-                    i <= start || !s.is_call_of(crate::calibrate::CALIBRATION_METHOD)
-                });
-            }
-            if self.incoming.len() > start {
-                self.run_ends.push(self.incoming.len());
-            }
+            self.end_run(start, calibration);
         }
         heap
     }
@@ -522,18 +513,24 @@ impl Sequencer {
             let run = self.held.split_off(start);
             let begin = self.incoming.len();
             self.incoming.extend(run);
-            if calibration {
-                let mut i = 0;
-                self.incoming.retain(|s| {
-                    i += 1;
-                    i <= begin || !s.is_call_of(crate::calibrate::CALIBRATION_METHOD)
-                });
-            }
-            if self.incoming.len() > begin {
-                self.run_ends.push(self.incoming.len());
-            }
+            self.end_run(begin, calibration);
         }
         heap
+    }
+
+    /// Ends the run that starts at `incoming[start]`: leaves out the
+    /// calibration's calls when it has any, and marks where it ends.
+    fn end_run(&mut self, start: usize, calibration: bool) {
+        if calibration {
+            let mut i = 0;
+            self.incoming.retain(|s| {
+                i += 1;
+                i <= start || !s.is_call_of(crate::calibrate::CALIBRATION_METHOD)
+            });
+        }
+        if self.incoming.len() > start {
+            self.run_ends.push(self.incoming.len());
+        }
     }
 
     /// Adds one thread's slots, in push order (for the benchmark and
@@ -541,9 +538,7 @@ impl Sequencer {
     pub fn add_run(&mut self, run: impl IntoIterator<Item = Slot>) {
         let start = self.incoming.len();
         self.incoming.extend(run);
-        if self.incoming.len() > start {
-            self.run_ends.push(self.incoming.len());
-        }
+        self.end_run(start, false);
     }
 
     /// Merges the slots taken since the last call into the held ones, in
@@ -777,6 +772,16 @@ mod tests {
     use super::*;
     use vmview_format::{MethodId, ThreadRef};
 
+    /// A seeded xorshift: `rand(n)` is in `0..n`.
+    fn xorshift(mut state: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        }
+    }
+
     /// A slot told apart by its thread handle, `serial`; some boxed.
     fn slot(time_ns: u64, serial: u32) -> Slot {
         if serial.is_multiple_of(5) {
@@ -792,13 +797,7 @@ mod tests {
 
     #[test]
     fn slots_come_out_as_a_stable_sort_of_held_then_taken_would_order_them() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut rand = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut rand = xorshift(0x2545_f491_4f6c_dd1du64);
         let mut seq = Sequencer::new();
         // What a stable sort of everything held so far gives.
         let mut model: Vec<(u64, u32)> = Vec::new();
@@ -851,13 +850,7 @@ mod tests {
         // held ones (`take_after_held`) only when that is their order; a
         // run that starts earlier, or is out of order, or is one of many,
         // is merged as before.
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rand = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut rand = xorshift(0x9e37_79b9_7f4a_7c15u64);
         let buffers = crate::buffers::Buffers::new(64 << 20);
         let mut producers: Vec<_> = (0..4).map(|_| buffers.register()).collect();
         let mut seq = Sequencer::new();
