@@ -34,7 +34,7 @@ use crate::clock;
 use crate::jvmti::{Jni, LocalRef, StackTrace};
 use crate::methods::{MethodInfo, PtrMap};
 use crate::sys;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -143,6 +143,12 @@ struct Sampler {
     /// The monitors each idle thread (by OS thread id) was last found
     /// holding, for the signal sampler's repeated walks.
     held: HashMap<i32, Vec<(Monitor, u32)>>,
+    /// The stack handle and top-frame native each thread (by OS thread
+    /// id) got from its last fresh walk: a repeated walk
+    /// ([`crate::signal_sampler::Walk::reused`]) has the same frames and
+    /// pc, so its sample takes them from here instead of resolving and
+    /// interning the frames again.
+    stacks: HashMap<i32, (StackId, NativeCall)>,
     /// Reused per thread per tick.
     scratch: Vec<(MethodId, Loc)>,
     /// Whether each frame of `scratch` is a native method.
@@ -178,7 +184,8 @@ impl Sampler {
             io: list(BUILTIN_IO, &agent.options.io),
             wait: list(BUILTIN_WAIT, &agent.options.wait),
             frames: PtrMap::default(),
-            held: HashMap::new(),
+            held: HashMap::default(),
+            stacks: HashMap::default(),
             scratch: Vec::with_capacity(MAX_DEPTH as usize),
             natives: Vec::with_capacity(MAX_DEPTH as usize),
             monitors: agent
@@ -417,6 +424,9 @@ impl Sampler {
             if self.held.len() > HELD_CACHE {
                 self.held.clear();
             }
+            if self.stacks.len() > HELD_CACHE {
+                self.stacks.clear();
+            }
             for w in &walks {
                 let t = StackTrace {
                     thread: w.thread.get(),
@@ -438,7 +448,19 @@ impl Sampler {
                     self.held.insert(w.tid, held.clone());
                     held
                 };
-                self.sample(jni, &t, w.pc, w.time_ns, monitors);
+                // The reactions detector reads each sample's frames, so
+                // it gets them resolved every time.
+                let known = (w.reused && self.reactions.is_none())
+                    .then(|| self.stacks.get(&w.tid).copied())
+                    .flatten();
+                let resolved = match known {
+                    Some(known) => known,
+                    None => self.resolve(jni, &t, w.pc),
+                };
+                if !w.reused {
+                    self.stacks.insert(w.tid, resolved);
+                }
+                self.record(jni, &t, resolved, w.time_ns, monitors);
             }
             if let Some(d) = self.reactions.as_mut().filter(|d| d.due()) {
                 d.switch(self.agent, jni);
@@ -487,6 +509,14 @@ impl Sampler {
         now: u64,
         monitors: Vec<(Monitor, u32)>,
     ) {
+        let resolved = self.resolve(jni, t, pc);
+        self.record(jni, t, resolved, now, monitors);
+    }
+
+    /// The handle of `t`'s stack (frames named, typed by `pc` and
+    /// interned) and what its top frames add to its state; leaves the
+    /// frames in `scratch`.
+    fn resolve(&mut self, jni: Jni, t: &StackTrace<'_>, pc: usize) -> (StackId, NativeCall) {
         let agent = self.agent;
         self.scratch.clear();
         self.natives.clear();
@@ -504,10 +534,26 @@ impl Sampler {
             self.scratch.push((id, loc));
             self.natives.push(is_native);
         }
-        let state = classify(t.state, native);
         let methods: Vec<usize> = t.frames.iter().map(|f| f.method as usize).collect();
         let types = crate::code_table::frame_types(pc, &methods, &self.natives);
-        let stack = self.agent.symbols.stack_typed(&self.scratch, &types);
+        (
+            self.agent.symbols.stack_typed(&self.scratch, &types),
+            native,
+        )
+    }
+
+    /// Writes the SAMPLE of `t` with the stack [`Sampler::resolve`] gave
+    /// (and hands it to the reactions detector, which reads `scratch`).
+    fn record(
+        &mut self,
+        jni: Jni,
+        t: &StackTrace<'_>,
+        (stack, native): (StackId, NativeCall),
+        now: u64,
+        monitors: Vec<(Monitor, u32)>,
+    ) {
+        let agent = self.agent;
+        let state = classify(t.state, native);
         let thread = agent.threads.thread_ref(agent, jni, t.thread);
         if let Some(d) = &mut self.reactions {
             let jmethods = t.frames.iter().map(|f| f.method);

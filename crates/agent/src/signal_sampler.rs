@@ -45,8 +45,8 @@
 use crate::agent::Agent;
 use crate::jvmti::{Jni, LocalRef};
 use crate::sys;
+use rustc_hash::FxHashMap as HashMap;
 use std::cell::UnsafeCell;
-use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering,
@@ -496,6 +496,9 @@ pub struct SignalSampler {
     outstanding: HashMap<i32, (u32, u64)>,
     /// Whether a jmethodID is `Continuation.enterSpecial`, by id.
     entry_frames: HashMap<usize, bool>,
+    /// Whether this JVM has continuations (JDK 19 and later), whose
+    /// entry frames [`SignalSampler::cut_continuations`] looks for.
+    continuations: bool,
     late: u64,
     /// Each thread's last walk (wall sampling), repeated while the thread
     /// does not run.
@@ -556,14 +559,17 @@ impl SignalSampler {
             // SAFETY: gettid has no preconditions.
             own_tid: unsafe { libc::gettid() },
             rotate: 0,
-            timers: HashMap::new(),
+            timers: HashMap::default(),
             walks: 0,
             failed: [0; CODE_NAMES.len()],
             not_java: 0,
-            entry_frames: HashMap::new(),
-            outstanding: HashMap::new(),
+            entry_frames: HashMap::default(),
+            continuations: agent.jvmti.version_number().is_ok_and(|v| {
+                (v & sys::JVMTI_VERSION_MASK_MAJOR as i32) >> sys::JVMTI_VERSION_SHIFT_MAJOR >= 19
+            }),
+            outstanding: HashMap::default(),
             late: 0,
-            last_walk: HashMap::new(),
+            last_walk: HashMap::default(),
             reused: 0,
             unresolved: 0,
             // The first miss is healed at the next tick.
@@ -858,6 +864,10 @@ impl SignalSampler {
     /// goes on from its virtual thread's frames into the carrier's own
     /// (the ForkJoinPool worker loop), which are not the virtual thread's.
     fn cut_continuations(&mut self, agent: &Agent, jni: Jni, walks: &mut [Walk]) {
+        // Before JDK 19 no thread runs a continuation: nothing to look for.
+        if !self.continuations {
+            return;
+        }
         for w in walks {
             let mut cut = None;
             for (i, f) in w.frames.iter().enumerate() {
@@ -1113,7 +1123,7 @@ pub fn on_mount(agent: &Agent, jni: Jni, vthread: sys::jthread) {
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };
     let old = mounted()
-        .get_or_insert_with(HashMap::new)
+        .get_or_insert_with(HashMap::default)
         .insert(tid, global as usize);
     if let Some(old) = old {
         jni_global(jni, old as sys::jobject, false);
