@@ -16,6 +16,9 @@ use crate::clock;
 use crate::jvmti::{Jni, Jvmti};
 use crate::methods::MethodCache;
 use crate::problems::Problems;
+pub use crate::recording::{
+    pack_window, tracing_in_period, unpack_window, TRACING_ALWAYS, TRACING_OFF,
+};
 use crate::symbols::Symbols;
 use crate::sys;
 use crate::threads::ThreadRegistry;
@@ -617,30 +620,6 @@ fn missing_capabilities(
         .filter(|(_, has)| has(wanted) != 0 && has(potential) == 0)
         .map(|(name, _)| *name)
         .collect()
-}
-
-/// [`Agent::tracing`] between two periods of `period=`.
-pub const TRACING_OFF: u32 = 0;
-/// [`Agent::tracing`] without `period=` (and while calibrating).
-pub const TRACING_ALWAYS: u32 = u32::MAX;
-
-/// [`Agent::tracing`] during period `n` (from 0) of `period=`.
-pub fn tracing_in_period(n: u32) -> u32 {
-    (n % (u32::MAX - 1)) + 1
-}
-
-/// A depth window in one word: `min` in the high half, `max` in the low
-/// one (`u32::MAX` for no bound), so a probe reads it with one load.
-pub fn pack_window(w: vmview_options::DepthWindow) -> u64 {
-    u64::from(w.min) << 32 | u64::from(w.max.unwrap_or(u32::MAX))
-}
-
-pub fn unpack_window(v: u64) -> vmview_options::DepthWindow {
-    let max = v as u32;
-    vmview_options::DepthWindow {
-        min: (v >> 32) as u32,
-        max: (max != u32::MAX).then_some(max),
-    }
 }
 
 impl Agent {

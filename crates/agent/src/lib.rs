@@ -47,6 +47,7 @@ mod own_cpu;
 mod pinning;
 mod problems;
 mod reactions;
+mod recording;
 mod sampler;
 mod signal_sampler;
 mod slot;

@@ -266,7 +266,7 @@ impl ThreadState {
             java: None,
             methods: PtrMap::default(),
             calls: Vec::new(),
-            period: crate::agent::TRACING_ALWAYS,
+            period: crate::recording::TRACING_ALWAYS,
             unwinding: None,
             pending_args: Vec::new(),
             pending_throw: None,

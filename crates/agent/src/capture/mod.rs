@@ -51,7 +51,7 @@ pub trait CallCapture: Send + Sync {
 #[inline]
 pub fn tracing_now(agent: &Agent) -> Option<u32> {
     let t = agent.tracing();
-    (t != crate::agent::TRACING_OFF).then_some(t)
+    (t != crate::recording::TRACING_OFF).then_some(t)
 }
 
 /// The same check after the time stamp: the period the call path began
