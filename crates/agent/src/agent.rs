@@ -24,7 +24,6 @@ use crate::sys;
 use crate::threads::ThreadRegistry;
 use crate::values::Fields;
 use crate::writer::WriterThread;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 use vmview_format::TraceHeader;
@@ -33,68 +32,21 @@ use vmview_options::{
     ExceptionScope,
 };
 
-const LOADED: u8 = 0;
-const LIVE: u8 = 1;
-const STOPPED: u8 = 2;
+use crate::recording::{Recording, LIVE, LOADED, STOPPED};
 
-/// One recording: its options, file, buffers, symbols and writer. The
-/// first one starts in `Agent_OnLoad` (or in `Agent_OnAttach`); after it
-/// stops, `vmview attach PID` may start another in the same JVM, which
-/// gets a fresh `Agent` (the old one stays allocated, stopped, so a
-/// callback still holding it does nothing harmful).
+/// One recording's life: its state ([`Recording`], which the hot path
+/// reads without this module) and its writer thread.
 pub struct Agent {
-    pub jvmti: Jvmti,
-    pub options: AgentOptions,
-    pub capture: &'static dyn CallCapture,
-    pub symbols: Symbols,
-    pub buffers: Buffers,
-    pub methods: MethodCache,
-    pub threads: ThreadRegistry,
-    pub problems: Problems,
-    /// Resolved at VMInit.
-    pub fields: OnceLock<Fields>,
-    /// When the current GC pause began.
-    pub gc_start: AtomicU64,
-    /// Numbers the recordings of this JVM from 1: per-thread state and
-    /// JVMTI tags of an earlier recording are recognised by it and ignored.
-    pub generation: u32,
-    /// Started by `Agent_OnAttach` (in the live phase): problems go to the
-    /// control reply instead of the JVM's stderr.
-    pub attached: bool,
-    /// The trace file, expanded.
-    pub path: String,
-    /// The option string as given (a `dump` starts the next recording
-    /// from it).
-    pub raw_options: String,
-    /// What an attached recording cannot record in this JVM, one line each.
-    pub notes: Vec<String>,
-    /// Subtracted from event times, so each recording's times start near 0.
-    pub time_origin_ns: u64,
-    /// Events written so far (for `vmview attach PID status`).
-    pub written: AtomicU64,
-    /// The stack sampler's stop flag.
-    pub sampler: crate::agent_thread::AgentThread,
-    /// The handler methods `reactions` chose to instrument.
-    pub reactions: crate::reactions::Selection,
-    /// The overhead budget (`budget=`): per-method rates, demotions.
-    pub budget: crate::budget::Budget,
-    /// The packages of the application's own classes (with samples):
-    /// user code for the reactions analysis (`crate::app`).
-    pub app_packages: Option<Vec<String>>,
-    /// The depth window in force (`depth=`, moved by `adapt=`), packed
-    /// by [`pack_window`].
-    pub window: AtomicU64,
-    /// Whether calls are traced now, read once per probe ([`Agent::tracing`]):
-    /// [`TRACING_OFF`] between the periods of `period=`, else a number
-    /// that changes with each period.
-    pub tracing: AtomicU32,
-    /// Events stamped from this time on wait in the writer: PERIOD_START
-    /// events (stamped before the stacks they carry are taken) are on
-    /// their way. `u64::MAX` when nothing is held.
-    pub hold_from: AtomicU64,
-    phase: AtomicU8,
+    pub rec: Recording,
     writer: Mutex<Option<WriterThread>>,
     reported: AtomicBool,
+}
+
+impl std::ops::Deref for Agent {
+    type Target = Recording;
+    fn deref(&self) -> &Recording {
+        &self.rec
+    }
 }
 
 /// The current recording; never freed once set (see [`Agent`]).
@@ -117,16 +69,7 @@ pub fn live() -> Option<&'static Agent> {
     get().filter(|a| a.is_live())
 }
 
-/// Runs an FFI entry point's body, so that a panic is counted instead of
-/// unwinding into the JVM (which would abort it).
-#[inline]
-pub fn guard(entry: &'static str, f: impl FnOnce()) {
-    if std::panic::catch_unwind(AssertUnwindSafe(f)).is_err() {
-        if let Some(a) = get() {
-            a.problems.panic(entry);
-        }
-    }
-}
+pub use crate::recording::guard;
 
 /// Everything `Agent_OnLoad` does; the error is the one line to print.
 ///
@@ -381,35 +324,38 @@ fn create(
         .budget_bp
         .filter(|_| options.events.contains(EventGroup::Calls) && !options.classes.is_empty());
     let agent: &'static Agent = Box::leak(Box::new(Agent {
-        jvmti,
-        buffers: Buffers::new(options.buffer),
-        options,
-        capture,
-        symbols: Symbols::default(),
-        methods: MethodCache::default(),
-        threads: ThreadRegistry::default(),
-        problems: Problems::default(),
-        fields: OnceLock::new(),
-        gc_start: AtomicU64::new(0),
-        generation,
-        attached,
-        path,
-        raw_options: raw_options.to_string(),
-        notes,
-        time_origin_ns,
-        written: AtomicU64::new(0),
-        sampler: Default::default(),
-        reactions: Default::default(),
-        budget: crate::budget::Budget::new(budget_bp),
-        app_packages,
-        window: AtomicU64::new(pack_window(options_depth)),
-        tracing: AtomicU32::new(TRACING_ALWAYS),
-        hold_from: AtomicU64::new(u64::MAX),
-        phase: AtomicU8::new(LOADED),
+        rec: Recording {
+            jvmti,
+            buffers: Buffers::new(options.buffer),
+            options,
+            capture,
+            symbols: Symbols::default(),
+            methods: MethodCache::default(),
+            threads: ThreadRegistry::default(),
+            problems: Problems::default(),
+            fields: OnceLock::new(),
+            gc_start: AtomicU64::new(0),
+            generation,
+            attached,
+            path,
+            raw_options: raw_options.to_string(),
+            notes,
+            time_origin_ns,
+            written: AtomicU64::new(0),
+            sampler: Default::default(),
+            reactions: Default::default(),
+            budget: crate::budget::Budget::new(budget_bp),
+            app_packages,
+            window: AtomicU64::new(pack_window(options_depth)),
+            tracing: AtomicU32::new(TRACING_ALWAYS),
+            hold_from: AtomicU64::new(u64::MAX),
+            phase: AtomicU8::new(LOADED),
+        },
         writer: Mutex::new(None),
         reported: AtomicBool::new(false),
     }));
     AGENT.store(std::ptr::from_ref(agent).cast_mut(), Ordering::Release);
+    crate::recording::set(&agent.rec);
 
     let writer = WriterThread::spawn(agent, file, header)
         .map_err(|e| format!("cannot start the writer thread: {e}"))?;
@@ -623,26 +569,6 @@ fn missing_capabilities(
 }
 
 impl Agent {
-    /// Whether a call at `depth` is written under the window in force.
-    #[inline]
-    pub fn in_window(&self, depth: u32) -> bool {
-        let v = self.window.load(Ordering::Relaxed);
-        depth >= (v >> 32) as u32 && depth <= v as u32
-    }
-
-    /// Whether calls are traced now (`period=`): [`TRACING_OFF`], or a
-    /// value a thread compares with the one its open calls were traced
-    /// under ([`crate::threads::ThreadState::enter_period`]). One relaxed
-    /// load: the call path reads it before anything else.
-    #[inline]
-    pub fn tracing(&self) -> u32 {
-        self.tracing.load(Ordering::Relaxed)
-    }
-
-    pub fn is_live(&self) -> bool {
-        self.phase.load(Ordering::Acquire) == LIVE
-    }
-
     /// VMInit (or attach): resolve fields, go live, switch on the
     /// asked-for events.
     pub fn start_recording(&'static self, jni: Jni) {

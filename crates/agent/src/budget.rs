@@ -200,7 +200,7 @@ impl Budget {
 /// Called at every traced return with the call's elapsed time. Cheap: a
 /// bounds check on an empty table when the budget is off.
 #[inline]
-pub fn note(agent: &Agent, method: MethodId, elapsed_ns: u64) {
+pub fn note(agent: &crate::recording::Recording, method: MethodId, elapsed_ns: u64) {
     if let Some(s) = agent.budget.stats.get(method.0 as usize) {
         s.calls.store(
             s.calls.load(Ordering::Relaxed).wrapping_add(1),
@@ -215,7 +215,7 @@ pub fn note(agent: &Agent, method: MethodId, elapsed_ns: u64) {
 
 /// The hooks the class-file hook gives method `id`: traced, counted, or
 /// (`None`) nothing.
-pub fn hooks_for(agent: &Agent, id: MethodId) -> Option<Hooks> {
+pub fn hooks_for(agent: &crate::recording::Recording, id: MethodId) -> Option<Hooks> {
     let b = &agent.budget;
     if !b.any_demoted.load(Ordering::Acquire) {
         return Some(Hooks::Trace(id.0));

@@ -356,7 +356,11 @@ unsafe extern "C" fn exception_catch(
     });
 }
 
-pub(crate) fn monitor(agent: &Agent, jni: Jni, object: sys::jobject) -> Monitor {
+pub(crate) fn monitor(
+    agent: &crate::recording::Recording,
+    jni: Jni,
+    object: sys::jobject,
+) -> Monitor {
     Monitor {
         class: classes::name(agent, jni.object_class(object).get()),
         hash: agent.jvmti.object_hash_code(object).unwrap_or_else(|e| {

@@ -7,8 +7,8 @@
 //! name in one `i64`. The first look costs a `GetClassSignature`; later
 //! ones a `GetTag`.
 
-use crate::agent::Agent;
 use crate::jvmti::Result;
+use crate::recording::Recording;
 use crate::sys;
 use vmview_format::StringId;
 
@@ -129,7 +129,7 @@ fn decode(tag: i64, generation: u32) -> Option<ClassFacts> {
 }
 
 /// The class's facts; `want_name` interns its name if that was not done yet.
-pub fn facts(agent: &Agent, class: sys::jclass, want_name: bool) -> Result<ClassFacts> {
+pub fn facts(agent: &Recording, class: sys::jclass, want_name: bool) -> Result<ClassFacts> {
     let jvmti = agent.jvmti;
     if let Some(f) = decode(jvmti.tag(class)?, agent.generation) {
         if f.name.is_some() || !want_name {
@@ -149,7 +149,7 @@ pub fn facts(agent: &Agent, class: sys::jclass, want_name: bool) -> Result<Class
 }
 
 /// The interned dotted name of a class (`?` when JVMTI cannot say).
-pub fn name(agent: &Agent, class: sys::jclass) -> StringId {
+pub fn name(agent: &Recording, class: sys::jclass) -> StringId {
     match facts(agent, class, true) {
         Ok(ClassFacts { name: Some(n), .. }) => n,
         Ok(_) => agent.symbols.string("?"),

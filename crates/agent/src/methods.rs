@@ -9,9 +9,9 @@
 //! jmethodIDs are never reused by HotSpot (a method of an unloaded class
 //! keeps its id), so entries never go stale.
 
-use crate::agent::Agent;
 use crate::classes;
 use crate::jvmti::Jni;
+use crate::recording::Recording;
 use crate::sys;
 use crate::threads::with_state;
 use std::collections::HashMap;
@@ -53,7 +53,7 @@ pub struct MethodInfo {
 impl MethodInfo {
     /// The method's symbol, defined on first use (always set for traced
     /// methods).
-    pub fn symbol(&self, agent: &Agent, jni: Jni, method: sys::jmethodID) -> MethodId {
+    pub fn symbol(&self, agent: &Recording, jni: Jni, method: sys::jmethodID) -> MethodId {
         *self
             .symbol
             .get_or_init(|| define_symbol(agent, jni, method, &self.params))
@@ -65,7 +65,7 @@ impl MethodInfo {
     /// one; the answer is cached.
     pub fn in_probe_handler(
         &self,
-        agent: &Agent,
+        agent: &Recording,
         method: sys::jmethodID,
         bci: i64,
         at_start: bool,
@@ -90,7 +90,7 @@ impl MethodInfo {
     }
 
     /// The source line of a bytecode index, from the cached line table.
-    pub fn loc(&self, agent: &Agent, method: sys::jmethodID, bci: i64) -> Loc {
+    pub fn loc(&self, agent: &Recording, method: sys::jmethodID, bci: i64) -> Loc {
         let lines = self
             .lines
             .get_or_init(|| match agent.jvmti.line_number_table(method) {
@@ -113,7 +113,7 @@ impl MethodInfo {
 
 /// The method's cache entry: this thread's map first, then the shared one.
 pub fn lookup(
-    agent: &Agent,
+    agent: &Recording,
     jni: Jni,
     thread: sys::jthread,
     method: sys::jmethodID,
@@ -157,7 +157,7 @@ pub struct MethodCache {
 
 impl MethodCache {
     /// The method's info, computed on first sight.
-    pub fn get(&self, agent: &Agent, jni: Jni, method: sys::jmethodID) -> Arc<MethodInfo> {
+    pub fn get(&self, agent: &Recording, jni: Jni, method: sys::jmethodID) -> Arc<MethodInfo> {
         let key = method as usize;
         if let Some(m) = self.map.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return m.clone();
@@ -174,7 +174,7 @@ impl MethodCache {
     }
 }
 
-fn compute(agent: &Agent, jni: Jni, method: sys::jmethodID) -> MethodInfo {
+fn compute(agent: &Recording, jni: Jni, method: sys::jmethodID) -> MethodInfo {
     let j = agent.jvmti;
     let (sig, modifiers) = match (j.method_name(method), j.method_modifiers(method)) {
         (Ok((_, sig)), Ok(m)) => (sig, m),
@@ -214,7 +214,12 @@ fn compute(agent: &Agent, jni: Jni, method: sys::jmethodID) -> MethodInfo {
     info
 }
 
-fn define_symbol(agent: &Agent, jni: Jni, method: sys::jmethodID, params: &[Param]) -> MethodId {
+fn define_symbol(
+    agent: &Recording,
+    jni: Jni,
+    method: sys::jmethodID,
+    params: &[Param],
+) -> MethodId {
     let s = &agent.symbols;
     let class = agent
         .jvmti
@@ -246,7 +251,7 @@ fn define_symbol(agent: &Agent, jni: Jni, method: sys::jmethodID, params: &[Para
 
 /// Names from the LocalVariableTable (entries live from bci 0 in a
 /// parameter's slot), else `arg0`, `arg1` ….
-fn param_names(agent: &Agent, method: sys::jmethodID, params: &[Param]) -> Vec<StringId> {
+fn param_names(agent: &Recording, method: sys::jmethodID, params: &[Param]) -> Vec<StringId> {
     let table = agent.jvmti.local_variable_table(method).unwrap_or_default();
     params
         .iter()
@@ -263,7 +268,7 @@ fn param_names(agent: &Agent, method: sys::jmethodID, params: &[Param]) -> Vec<S
 }
 
 /// Whether trace classes are rewritten: bci mode with calls recorded.
-fn instruments_classes(agent: &Agent) -> bool {
+fn instruments_classes(agent: &Recording) -> bool {
     let o = &agent.options;
     o.mode == CaptureMode::Bci && o.events.contains(EventGroup::Calls) && !o.classes.is_empty()
 }

@@ -21,8 +21,8 @@
 //! Where a JVM does not export the fields, the agent records CPU time
 //! alone and says so once.
 
-use crate::agent::Agent;
 use crate::jvmti::Jni;
+use crate::recording::Recording;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::OnceLock;
 use vmview_format::Metrics;
@@ -60,7 +60,7 @@ static ALLOC: OnceLock<Result<AllocFields, String>> = OnceLock::new();
 /// Prepares the counters `metrics=` asks for (at VMInit or attach, on a
 /// Java thread). The error is one line for the problem report: that
 /// metric is then left out of every event.
-pub fn start(agent: &Agent, jni: Jni) -> Result<(), String> {
+pub fn start(agent: &Recording, jni: Jni) -> Result<(), String> {
     if !agent.options.metrics.alloc {
         return Ok(());
     }
@@ -74,7 +74,7 @@ pub fn start(agent: &Agent, jni: Jni) -> Result<(), String> {
 /// The counters `metrics=` asks for, of the calling thread, whose JNIEnv
 /// is `jni`.
 #[inline]
-pub fn read(agent: &Agent, jni: Option<Jni>) -> Metrics {
+pub fn read(agent: &Recording, jni: Option<Jni>) -> Metrics {
     let m = agent.options.metrics;
     if !m.any() {
         return Metrics::NONE;
@@ -120,7 +120,7 @@ fn allocated_bytes(jni: Jni) -> Option<u64> {
 
 /// Finds the offsets in `gHotSpotVMStructs` and the JNIEnv's place in the
 /// `JavaThread` through `Thread.eetop`.
-fn alloc_fields(agent: &Agent, jni: Jni) -> Result<AllocFields, String> {
+fn alloc_fields(agent: &Recording, jni: Jni) -> Result<AllocFields, String> {
     let cannot = |why: &str| format!("metrics=alloc: {why}; allocated bytes are not recorded");
     let table = VmStructs::find().ok_or_else(|| {
         cannot("this JVM exports no gHotSpotVMStructs (not HotSpot, or a JVM without them)")

@@ -1098,7 +1098,7 @@ fn mounted() -> std::sync::MutexGuard<'static, Option<HashMap<i32, usize>>> {
 
 /// A virtual thread mounted on the calling carrier (`vthread`, or the
 /// current thread when null).
-pub fn on_mount(agent: &Agent, jni: Jni, vthread: sys::jthread) {
+pub fn on_mount(agent: &crate::recording::Recording, jni: Jni, vthread: sys::jthread) {
     // From the recording's start, before the sampler thread runs: a
     // virtual thread mounted early may stay mounted throughout.
     if !in_use(&agent.options) {

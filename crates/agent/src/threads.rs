@@ -20,10 +20,10 @@
 //! stores it back there and restores the carrier's. The hot path reads
 //! the same Rust thread-local as before and pays nothing per call.
 
-use crate::agent::Agent;
 use crate::buffers::Producer;
 use crate::jvmti::Jni;
 use crate::methods::{MethodInfo, PtrMap};
+use crate::recording::Recording;
 use crate::slot::Slot;
 use crate::sys;
 use std::cell::RefCell;
@@ -38,7 +38,7 @@ pub struct OpenCall {
 }
 
 pub struct ThreadState {
-    /// The recording this state belongs to ([`Agent::generation`]): a
+    /// The recording this state belongs to ([`Recording::generation`]): a
     /// later recording starts every thread afresh.
     generation: u32,
     /// Numbered at the thread's first event, not at its first callback: a
@@ -55,7 +55,7 @@ pub struct ThreadState {
     pub methods: PtrMap<Arc<MethodInfo>>,
     /// Traced calls in progress, innermost last.
     pub calls: Vec<OpenCall>,
-    /// The [`Agent::tracing`] value `calls` were traced under.
+    /// The [`Recording::tracing`] value `calls` were traced under.
     period: u32,
     /// Class of the exception unwinding the stack since the last THROW.
     pub unwinding: Option<StringId>,
@@ -123,7 +123,7 @@ thread_local! {
 /// at its start), becomes the calling thread's, and the carrier's is put
 /// aside until [`unmount`]. `vthread` may be null while it is the current
 /// thread.
-pub fn mount(agent: &Agent, vthread: sys::jthread) {
+pub fn mount(agent: &Recording, vthread: sys::jthread) {
     let mut stored = match agent.jvmti.thread_local_storage(vthread) {
         Ok(p) if !p.is_null() => {
             if let Err(e) = agent
@@ -183,7 +183,7 @@ pub fn virtual_mounted() -> bool {
 /// A virtual thread unmounts from the calling thread (`end`: it ends):
 /// its state goes back to its JVMTI thread-local storage (or is dropped)
 /// and the carrier's own state is the calling thread's again.
-pub fn unmount(agent: &Agent, vthread: sys::jthread, end: bool) {
+pub fn unmount(agent: &Recording, vthread: sys::jthread, end: bool) {
     let taken = STATE.try_with(|cell| {
         let mut current = cell.try_borrow_mut().ok()?;
         CARRIER.with_borrow_mut(|carrier| {
@@ -221,7 +221,7 @@ pub fn unmount(agent: &Agent, vthread: sys::jthread, end: bool) {
 /// the one reporting GC). Returns `None` when the state is in use further
 /// up this thread's stack, or the thread is exiting.
 pub fn with_state<R>(
-    agent: &Agent,
+    agent: &Recording,
     java: Option<(Jni, sys::jthread)>,
     f: impl FnOnce(&mut ThreadState) -> R,
 ) -> Option<R> {
@@ -284,7 +284,7 @@ impl ThreadState {
         self.java.map(|(jni, _)| jni)
     }
 
-    /// Called by the call path with the [`Agent::tracing`] value it runs
+    /// Called by the call path with the [`Recording::tracing`] value it runs
     /// under: when a new period of `period=` began since this thread's
     /// last traced call, the calls it had open are forgotten (their
     /// RETURNs went unseen between the periods) along with arguments
@@ -301,7 +301,7 @@ impl ThreadState {
 
     /// Queues an event of this thread, numbering the thread first if this
     /// is its first event.
-    pub fn emit(&mut self, agent: &Agent, time_ns: u64, kind: EventKind) {
+    pub fn emit(&mut self, agent: &Recording, time_ns: u64, kind: EventKind) {
         let Some(thread) = self.thread(agent) else {
             return;
         };
@@ -324,7 +324,7 @@ impl ThreadState {
     #[inline]
     pub fn emit_small(
         &mut self,
-        agent: &Agent,
+        agent: &Recording,
         make: impl FnOnce(ThreadRef) -> Result<Slot, (u64, EventKind)>,
     ) {
         let Some(thread) = self.thread(agent) else {
@@ -348,7 +348,7 @@ impl ThreadState {
     /// This thread's handle, numbered at its first event; `None` for a
     /// virtual thread past [`VIRTUAL_HANDLES`] (its event is counted).
     #[inline]
-    fn thread(&mut self, agent: &Agent) -> Option<ThreadRef> {
+    fn thread(&mut self, agent: &Recording) -> Option<ThreadRef> {
         if self.muted {
             agent.problems.virtual_unrecorded();
             return None;
@@ -360,7 +360,7 @@ impl ThreadState {
     }
 
     #[cold]
-    fn number(&mut self, agent: &Agent) -> Option<ThreadRef> {
+    fn number(&mut self, agent: &Recording) -> Option<ThreadRef> {
         if self.is_virtual && agent.symbols.threads_numbered() >= VIRTUAL_HANDLES {
             self.muted = true;
             agent.problems.virtual_unrecorded();
@@ -385,7 +385,7 @@ impl ThreadState {
 
     /// This thread's buffer, registered with the writer at its first event.
     #[inline]
-    fn buffer(&mut self, agent: &Agent) -> &mut Producer {
+    fn buffer(&mut self, agent: &Recording) -> &mut Producer {
         let is_virtual = self.is_virtual;
         self.buffer.get_or_insert_with(|| {
             let mut b = agent.buffers.register();
@@ -408,7 +408,7 @@ pub struct ThreadRegistry {
 
 impl ThreadRegistry {
     /// The handle of a Java thread, numbering it on first sight.
-    pub fn thread_ref(&self, agent: &Agent, jni: Jni, thread: sys::jthread) -> ThreadRef {
+    pub fn thread_ref(&self, agent: &Recording, jni: Jni, thread: sys::jthread) -> ThreadRef {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let j = agent.jvmti;
         match j.tag(thread) {
@@ -461,7 +461,7 @@ impl ThreadRegistry {
 
     /// A handle for a VM-internal thread (no `Thread` object), such as the
     /// one that reports garbage collections.
-    pub fn vm_thread_ref(&self, agent: &Agent) -> ThreadRef {
+    pub fn vm_thread_ref(&self, agent: &Recording) -> ThreadRef {
         let id = agent.symbols.new_thread_ref();
         agent
             .symbols
@@ -471,7 +471,7 @@ impl ThreadRegistry {
 }
 
 /// A thread symbol with no Java identity.
-pub fn unknown_thread(agent: &Agent, id: ThreadRef, name: &str) -> ThreadSymbol {
+pub fn unknown_thread(agent: &Recording, id: ThreadRef, name: &str) -> ThreadSymbol {
     ThreadSymbol {
         id,
         java_id: -1,

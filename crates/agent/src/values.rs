@@ -6,9 +6,9 @@
 //! `toString()`: calling into Java from a callback would run traced code
 //! inside our own event and could deadlock or recurse.
 
-use crate::agent::Agent;
 use crate::classes::{self, ClassKind, BOXED_CLASSES};
 use crate::jvmti::{Jni, LocalRef};
+use crate::recording::Recording;
 use crate::sys;
 use std::ffi::CString;
 use vmview_format::Value;
@@ -57,7 +57,7 @@ impl Fields {
 }
 
 /// A primitive read from a local slot or a `jvalue`, by descriptor code.
-pub fn from_jvalue(agent: &Agent, jni: Jni, ty: u8, v: sys::jvalue) -> Value {
+pub fn from_jvalue(agent: &Recording, jni: Jni, ty: u8, v: sys::jvalue) -> Value {
     // SAFETY: the descriptor says which member of the union the JVM set.
     unsafe {
         match ty {
@@ -76,7 +76,7 @@ pub fn from_jvalue(agent: &Agent, jni: Jni, ty: u8, v: sys::jvalue) -> Value {
 }
 
 /// A parameter in local `slot` of the current thread's top frame.
-pub fn local(agent: &Agent, jni: Jni, thread: sys::jthread, ty: u8, slot: i32) -> Value {
+pub fn local(agent: &Recording, jni: Jni, thread: sys::jthread, ty: u8, slot: i32) -> Value {
     let j = agent.jvmti;
     let r = match ty {
         b'Z' => j.local_int(thread, 0, slot).map(|v| Value::Boolean(v != 0)),
@@ -105,7 +105,7 @@ pub fn local(agent: &Agent, jni: Jni, thread: sys::jthread, ty: u8, slot: i32) -
 }
 
 /// Any reference: null, String, boxed, array or `class@hash`.
-pub fn object(agent: &Agent, jni: Jni, obj: sys::jobject) -> Value {
+pub fn object(agent: &Recording, jni: Jni, obj: sys::jobject) -> Value {
     if obj.is_null() {
         return Value::Null;
     }
@@ -144,7 +144,7 @@ pub fn object(agent: &Agent, jni: Jni, obj: sys::jobject) -> Value {
     }
 }
 
-fn boxed_value(agent: &Agent, jni: Jni, obj: sys::jobject, kind: ClassKind) -> Option<Value> {
+fn boxed_value(agent: &Recording, jni: Jni, obj: sys::jobject, kind: ClassKind) -> Option<Value> {
     let f = agent.fields.get()?.boxed[kind.boxed_index()?]?.0;
     Some(match kind {
         ClassKind::Boolean => Value::Boolean(jni.boolean_field(obj, f)),
@@ -184,7 +184,7 @@ pub fn string(jni: Jni, s: sys::jobject, max: u32) -> (String, Option<u32>) {
 }
 
 /// `Throwable.detailMessage`, bounded like any string.
-pub fn exception_message(agent: &Agent, jni: Jni, exception: sys::jobject) -> Option<String> {
+pub fn exception_message(agent: &Recording, jni: Jni, exception: sys::jobject) -> Option<String> {
     let f = agent.fields.get()?.detail_message?.0;
     let msg: LocalRef = jni.object_field(exception, f);
     if msg.is_null() {

@@ -22,9 +22,9 @@
 //! On a JVM older than 21 (no virtual threads, no extension events, and a
 //! JNI table without `IsVirtualThread`) none of this is switched on.
 
-use crate::agent::{self, Agent};
 use crate::clock;
 use crate::jvmti::{Jni, Jvmti};
+use crate::recording::{self, Recording};
 use crate::sys;
 use crate::threads;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -65,7 +65,7 @@ pub fn install(cb: &mut sys::jvmtiEventCallbacks) {
 /// `can_support_virtual_threads` (taken at load or attach when offered)
 /// and the recording keeps per-thread state; a failure is counted, and
 /// events stay on the carriers as before.
-pub fn start(agent: &Agent) {
+pub fn start(agent: &Recording) {
     // Stack samples and GC events need no per-thread state: a sampling
     // recording does not pay for the mount events.
     let per_thread = agent
@@ -150,8 +150,8 @@ pub fn unrecorded() -> u64 {
 // name it as null: JVMTI's thread-local storage then takes its fast path
 // (no thread-list handshake), the bulk of their cost otherwise.
 unsafe extern "C" fn mount(_env: Env, jni: JniEnv, _vthread: sys::jthread) {
-    agent::guard("VirtualThreadMount", || {
-        if let Some(agent) = agent::get() {
+    recording::guard("VirtualThreadMount", || {
+        if let Some(agent) = recording::get() {
             threads::mount(agent, std::ptr::null_mut());
             if !jni.is_null() {
                 // SAFETY: the JVM passes the event thread's JNIEnv.
@@ -163,8 +163,8 @@ unsafe extern "C" fn mount(_env: Env, jni: JniEnv, _vthread: sys::jthread) {
 }
 
 unsafe extern "C" fn unmount(_env: Env, jni: JniEnv, _vthread: sys::jthread) {
-    agent::guard("VirtualThreadUnmount", || {
-        if let Some(agent) = agent::get() {
+    recording::guard("VirtualThreadUnmount", || {
+        if let Some(agent) = recording::get() {
             if !jni.is_null() {
                 // SAFETY: the JVM passes the event thread's JNIEnv.
                 crate::signal_sampler::on_unmount(unsafe { Jni::new(jni) });
@@ -175,9 +175,11 @@ unsafe extern "C" fn unmount(_env: Env, jni: JniEnv, _vthread: sys::jthread) {
 }
 
 unsafe extern "C" fn virtual_thread_start(_env: Env, jni: JniEnv, vthread: sys::jthread) {
-    agent::guard("VirtualThreadStart", || {
+    recording::guard("VirtualThreadStart", || {
         let time = clock::now_ns();
-        let Some(agent) = agent::get() else { return };
+        let Some(agent) = recording::get() else {
+            return;
+        };
         threads::mount(agent, vthread);
         if !jni.is_null() {
             // SAFETY: the JVM passes the event thread's JNIEnv.
@@ -199,9 +201,11 @@ unsafe extern "C" fn virtual_thread_start(_env: Env, jni: JniEnv, vthread: sys::
 }
 
 unsafe extern "C" fn virtual_thread_end(_env: Env, jni: JniEnv, vthread: sys::jthread) {
-    agent::guard("VirtualThreadEnd", || {
+    recording::guard("VirtualThreadEnd", || {
         let time = clock::now_ns();
-        let Some(agent) = agent::get() else { return };
+        let Some(agent) = recording::get() else {
+            return;
+        };
         // HotSpot posts an unmount before the end.
         if !threads::virtual_mounted() {
             threads::mount(agent, vthread);

@@ -33,8 +33,8 @@
 use super::probe_class::{self, PROBE_CLASS};
 use super::probe_natives;
 use super::CallCapture;
-use crate::agent::{self, Agent};
 use crate::jvmti::Jni;
+use crate::recording::{self, Recording};
 use crate::sys;
 use std::ffi::{c_char, c_uchar, CStr, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,7 +58,7 @@ impl CallCapture for Bytecode {
         cb.ClassFileLoadHook = Some(class_file_load_hook);
     }
 
-    fn start(&self, agent: &'static Agent, jni: Jni) -> Result<(), String> {
+    fn start(&self, agent: &'static Recording, jni: Jni) -> Result<(), String> {
         ensure_probe(agent, jni)?;
         agent
             .jvmti
@@ -88,7 +88,7 @@ static PROBE_DEFINED: AtomicBool = AtomicBool::new(false);
 
 /// Defines the probe class and binds its natives, once per JVM (the
 /// calibration calls the probe before the capture starts).
-pub fn ensure_probe(_agent: &Agent, jni: Jni) -> Result<(), String> {
+pub fn ensure_probe(_agent: &Recording, jni: Jni) -> Result<(), String> {
     if !PROBE_DEFINED.load(Ordering::Acquire) {
         define_probe(jni, PROBE_CLASS)?;
         PROBE_DEFINED.store(true, Ordering::Release);
@@ -141,7 +141,7 @@ fn define_probe(jni: Jni, probe: &str) -> Result<(), String> {
 /// `classes=`: with the hook enabled and the recording live, they are
 /// instrumented for it; after [`CallCapture::stop`] disabled the hook,
 /// they get their original code back. Returns how many were retransformed.
-pub fn retransform_traced(agent: &Agent, jni: Jni) -> Result<usize, String> {
+pub fn retransform_traced(agent: &Recording, jni: Jni) -> Result<usize, String> {
     if agent.options.classes.is_empty() {
         return Ok(0);
     }
@@ -214,8 +214,10 @@ unsafe extern "C" fn class_file_load_hook(
     new_class_data_len: *mut sys::jint,
     new_class_data: *mut *mut c_uchar,
 ) {
-    agent::guard("ClassFileLoadHook", || {
-        let Some(agent) = agent::live() else { return };
+    recording::guard("ClassFileLoadHook", || {
+        let Some(agent) = recording::live() else {
+            return;
+        };
         // Hidden classes have no name. A retransformation (of a class
         // loaded before the recording) or a redefinition by a debugger
         // hands over the class's current original bytes: rewritten too.
@@ -272,7 +274,7 @@ unsafe extern "C" fn class_file_load_hook(
 /// The instrumented class, or `None` (counted) when it stays as it was.
 /// With `only`, just the methods listed (name, descriptor) are.
 fn rewrite(
-    agent: &Agent,
+    agent: &Recording,
     dotted: &str,
     bytes: &[u8],
     only: Option<&[(String, String)]>,
@@ -324,7 +326,7 @@ fn rewrite(
 
 /// Defines the symbol of a method about to be instrumented and returns its
 /// handle, which the rewritten code passes to the probe.
-fn method_symbol(agent: &Agent, class: StringId, m: &MethodInfo) -> MethodId {
+fn method_symbol(agent: &Recording, class: StringId, m: &MethodInfo) -> MethodId {
     let s = &agent.symbols;
     let (name, sig) = (s.string(&m.name), s.string(&m.descriptor));
     let param_names = m.parameter_names.iter().map(|p| s.string(p)).collect();

@@ -15,10 +15,10 @@
 //!   which passes arguments to a probe, removes that cost.
 
 use super::CallCapture;
-use crate::agent::{self, Agent};
 use crate::clock;
 use crate::jvmti::{Jni, Jvmti, LocalRef};
 use crate::methods::lookup;
+use crate::recording::{self, Recording};
 use crate::sys;
 use crate::threads::with_state;
 use crate::values;
@@ -44,7 +44,7 @@ impl CallCapture for MethodEvents {
         cb.MethodExit = Some(method_exit);
     }
 
-    fn start(&self, agent: &'static Agent, _jni: Jni) -> Result<(), String> {
+    fn start(&self, agent: &'static Recording, _jni: Jni) -> Result<(), String> {
         let j = agent.jvmti;
         j.set_event(true, sys::JVMTI_EVENT_METHOD_ENTRY)
             .and_then(|()| j.set_event(true, sys::JVMTI_EVENT_METHOD_EXIT))
@@ -58,7 +58,7 @@ impl CallCapture for MethodEvents {
 
     /// Between periods the events are off, so the threads leave
     /// interpreter-only mode.
-    fn set_tracing(&self, agent: &Agent, on: bool) {
+    fn set_tracing(&self, agent: &Recording, on: bool) {
         for e in [sys::JVMTI_EVENT_METHOD_ENTRY, sys::JVMTI_EVENT_METHOD_EXIT] {
             if let Err(err) = agent.jvmti.set_event(on, e) {
                 agent.problems.jvmti(err);
@@ -73,15 +73,17 @@ unsafe extern "C" fn method_entry(
     thread: sys::jthread,
     method: sys::jmethodID,
 ) {
-    agent::guard("MethodEntry", || {
-        let Some(agent) = agent::live() else { return };
+    recording::guard("MethodEntry", || {
+        let Some(agent) = recording::live() else {
+            return;
+        };
         // SAFETY: the JVM passes this thread's JNIEnv.
         let jni = unsafe { Jni::new(jni) };
         on_entry(agent, jni, thread, method);
     });
 }
 
-fn on_entry(agent: &Agent, jni: Jni, thread: sys::jthread, method: sys::jmethodID) {
+fn on_entry(agent: &Recording, jni: Jni, thread: sys::jthread, method: sys::jmethodID) {
     // Between periods the events are off, but some may still arrive.
     let Some(tracing) = super::tracing_now(agent) else {
         return;
@@ -143,8 +145,10 @@ unsafe extern "C" fn method_exit(
     was_popped_by_exception: sys::jboolean,
     return_value: sys::jvalue,
 ) {
-    agent::guard("MethodExit", || {
-        let Some(agent) = agent::live() else { return };
+    recording::guard("MethodExit", || {
+        let Some(agent) = recording::live() else {
+            return;
+        };
         // SAFETY: the JVM passes this thread's JNIEnv.
         let jni = unsafe { Jni::new(jni) };
         let Some(info) = lookup(agent, jni, thread, method) else {

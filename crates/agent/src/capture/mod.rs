@@ -18,8 +18,8 @@ mod probe_class;
 mod probe_natives;
 pub mod single_step;
 
-use crate::agent::Agent;
 use crate::jvmti::{Jni, Jvmti};
+use crate::recording::Recording;
 use crate::slot::Slot;
 use crate::sys;
 use crate::threads::{OpenCall, ThreadState};
@@ -36,20 +36,20 @@ pub trait CallCapture: Send + Sync {
     fn install_callbacks(&self, cb: &mut sys::jvmtiEventCallbacks);
     /// Starts delivering calls (at VMInit, on the VMInit thread); the error
     /// is one line for the final report.
-    fn start(&self, agent: &'static Agent, jni: Jni) -> Result<(), String>;
+    fn start(&self, agent: &'static Recording, jni: Jni) -> Result<(), String>;
     /// Stops delivering calls (at VMDeath).
     fn stop(&self, jvmti: Jvmti);
     /// A period of `period=` begins (`on`) or ends: a capture whose
     /// observation slows the JVM down even when nothing is written turns
-    /// it on and off here. The probes check [`Agent::tracing`] anyway.
-    fn set_tracing(&self, _agent: &Agent, _on: bool) {}
+    /// it on and off here. The probes check [`Recording::tracing`] anyway.
+    fn set_tracing(&self, _agent: &Recording, _on: bool) {}
 }
 
 /// The call path's period check, before its time stamp is taken: the
-/// value of [`Agent::tracing`] when calls are traced now, `None` between
+/// value of [`Recording::tracing`] when calls are traced now, `None` between
 /// periods.
 #[inline]
-pub fn tracing_now(agent: &Agent) -> Option<u32> {
+pub fn tracing_now(agent: &Recording) -> Option<u32> {
     let t = agent.tracing();
     (t != crate::recording::TRACING_OFF).then_some(t)
 }
@@ -59,7 +59,7 @@ pub fn tracing_now(agent: &Agent) -> Option<u32> {
 /// its period's PERIOD_START and PERIOD_END, whose times are taken before
 /// the period is switched on and after it is switched off.
 #[inline]
-pub fn still_tracing(agent: &Agent, tracing: u32) -> bool {
+pub fn still_tracing(agent: &Recording, tracing: u32) -> bool {
     agent.tracing() == tracing
 }
 
@@ -78,7 +78,7 @@ const EXIT_SEARCH: usize = 64;
 /// Records the entry of a traced method.
 #[allow(clippy::too_many_arguments)]
 pub fn enter(
-    agent: &Agent,
+    agent: &Recording,
     state: &mut ThreadState,
     key: usize,
     method: MethodId,
@@ -131,7 +131,7 @@ pub fn enter(
 /// method was unwound by an exception: the exception is the one this
 /// thread's last THROW reported.
 pub fn exit(
-    agent: &Agent,
+    agent: &Recording,
     state: &mut ThreadState,
     key: usize,
     method: MethodId,
@@ -145,7 +145,7 @@ pub fn exit(
 /// before its period began) from `frame_depth`: with `period=`, such a
 /// RETURN closes a frame of the PERIOD_START stack, found by its depth.
 pub fn exit_with(
-    agent: &Agent,
+    agent: &Recording,
     state: &mut ThreadState,
     key: usize,
     method: MethodId,

@@ -9,13 +9,13 @@
 //! thread's outermost traced call (for the depth) and, for object values,
 //! the class tag and identity hash lookups [`values::object`] needs.
 //!
-//! Every function runs under [`agent::guard`] and does nothing unless the
+//! Every function runs under [`recording::guard`] and does nothing unless the
 //! agent is live: instrumented code keeps calling the probe after VMDeath.
 
-use crate::agent::{self, Agent};
 use crate::classes;
 use crate::clock;
 use crate::jvmti::Jni;
+use crate::recording::{self, Recording};
 use crate::sys;
 use crate::threads::{with_state, HeldMonitor, ThreadState};
 use crate::values;
@@ -70,7 +70,7 @@ pub fn implementations() -> [(ProbeMethod, *mut c_void); 25] {
 
 /// The depth of a thread's outermost traced call: its frame count, less
 /// the `probe_frames` of the probe on top (the native).
-pub(super) fn outermost_depth(agent: &Agent, probe_frames: i32) -> u32 {
+pub(super) fn outermost_depth(agent: &Recording, probe_frames: i32) -> u32 {
     match agent.jvmti.frame_count(ptr::null_mut()) {
         Ok(n) => (n - probe_frames).max(1) as u32,
         Err(e) => {
@@ -82,8 +82,10 @@ pub(super) fn outermost_depth(agent: &Agent, probe_frames: i32) -> u32 {
 
 unsafe extern "C" fn enter(env: Env, _class: Class, id: sys::jint) {
     let timed = crate::in_situ::begin();
-    agent::guard("Probe.enter", || {
-        let Some(agent) = agent::live() else { return };
+    recording::guard("Probe.enter", || {
+        let Some(agent) = recording::live() else {
+            return;
+        };
         let Some(tracing) = super::tracing_now(agent) else {
             return;
         };
@@ -117,10 +119,12 @@ unsafe extern "C" fn enter(env: Env, _class: Class, id: sys::jint) {
 }
 
 /// Buffers one argument for the next `enter`.
-fn arg(entry: &'static str, env: Env, value: impl FnOnce(&Agent, Jni) -> Value) {
+fn arg(entry: &'static str, env: Env, value: impl FnOnce(&Recording, Jni) -> Value) {
     let timed = crate::in_situ::begin();
-    agent::guard(entry, || {
-        let Some(agent) = agent::live() else { return };
+    recording::guard(entry, || {
+        let Some(agent) = recording::live() else {
+            return;
+        };
         let Some(tracing) = super::tracing_now(agent) else {
             return;
         };
@@ -173,11 +177,13 @@ fn on_exit(
     entry: &'static str,
     env: Env,
     id: sys::jint,
-    outcome: impl FnOnce(&Agent, Jni) -> Outcome,
+    outcome: impl FnOnce(&Recording, Jni) -> Outcome,
 ) {
     let timed = crate::in_situ::begin();
-    agent::guard(entry, || {
-        let Some(agent) = agent::live() else { return };
+    recording::guard(entry, || {
+        let Some(agent) = recording::live() else {
+            return;
+        };
         let Some(tracing) = super::tracing_now(agent) else {
             return;
         };
@@ -207,7 +213,7 @@ fn on_exit(
 
 /// A returned value, unless `args=off` (then the RETURN says only that the
 /// method returned).
-fn returned(agent: &Agent, value: impl FnOnce() -> Value) -> Outcome {
+fn returned(agent: &Recording, value: impl FnOnce() -> Value) -> Outcome {
     Outcome::Value(if agent.options.args {
         value()
     } else {
@@ -268,7 +274,7 @@ unsafe extern "C" fn exit_throw(env: Env, _c: Class, t: sys::jobject, id: sys::j
 }
 
 /// The outcome of a frame unwound by `t`.
-pub(super) fn thrown(agent: &Agent, jni: Jni, t: sys::jobject) -> Outcome {
+pub(super) fn thrown(agent: &Recording, jni: Jni, t: sys::jobject) -> Outcome {
     let class = if t.is_null() {
         agent.symbols.string("java.lang.Throwable")
     } else {
@@ -283,7 +289,7 @@ const MAX_HELD: usize = 1024;
 
 /// The depth of the frame calling the probe: its traced call's, or counted
 /// when it has none (recording began inside it).
-fn holder_depth(agent: &Agent, s: &ThreadState) -> u32 {
+fn holder_depth(agent: &Recording, s: &ThreadState) -> u32 {
     match s.calls.last() {
         Some(c) => c.depth,
         None => outermost_depth(agent, 1),
@@ -293,8 +299,10 @@ fn holder_depth(agent: &Agent, s: &ThreadState) -> u32 {
 /// Records that the calling frame holds `obj`'s monitor; `method`: as a
 /// `synchronized` method.
 fn acquired(entry: &'static str, env: Env, obj: sys::jobject, method: bool) {
-    agent::guard(entry, || {
-        let Some(agent) = agent::live() else { return };
+    recording::guard(entry, || {
+        let Some(agent) = recording::live() else {
+            return;
+        };
         let Some(tracing) = super::tracing_now(agent) else {
             return;
         };
@@ -326,8 +334,10 @@ fn acquired(entry: &'static str, env: Env, obj: sys::jobject, method: bool) {
 /// Records the release of `obj`'s monitor, or with `None` of the calling
 /// `synchronized` method's.
 fn released(entry: &'static str, env: Env, obj: Option<sys::jobject>) {
-    agent::guard(entry, || {
-        let Some(agent) = agent::live() else { return };
+    recording::guard(entry, || {
+        let Some(agent) = recording::live() else {
+            return;
+        };
         let Some(tracing) = super::tracing_now(agent) else {
             return;
         };

@@ -20,10 +20,10 @@
 //! copy of class bytes kept from the ClassFileLoadHook. Each distinct text
 //! is interned once, so a BYTECODE event is a few varints.
 
-use crate::agent::{self, Agent};
 use crate::clock;
 use crate::jvmti::Jni;
 use crate::methods::lookup;
+use crate::recording::{self, Recording};
 use crate::sys;
 use crate::threads::with_state;
 use vmview_format::{EventKind, StringId};
@@ -36,8 +36,10 @@ pub unsafe extern "C" fn single_step(
     method: sys::jmethodID,
     location: sys::jlocation,
 ) {
-    agent::guard("SingleStep", || {
-        let Some(agent) = agent::live() else { return };
+    recording::guard("SingleStep", || {
+        let Some(agent) = recording::live() else {
+            return;
+        };
         // SAFETY: the JVM passes this thread's JNIEnv.
         let jni = unsafe { Jni::new(jni) };
         let Some(info) = lookup(agent, jni, thread, method) else {
@@ -74,7 +76,7 @@ pub unsafe extern "C" fn single_step(
 
 /// The method's instructions, their texts interned; empty when the code
 /// or pool cannot be read (counted as a problem).
-fn disassemble(agent: &Agent, jni: Jni, method: sys::jmethodID) -> Box<[(u32, StringId)]> {
+fn disassemble(agent: &Recording, jni: Jni, method: sys::jmethodID) -> Box<[(u32, StringId)]> {
     let j = agent.jvmti;
     let read = || -> Result<Vec<vmview_classfile::disasm::Instruction>, String> {
         let code = j.bytecodes(method).map_err(|e| e.to_string())?;
