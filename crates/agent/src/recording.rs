@@ -154,3 +154,55 @@ pub fn unpack_window(v: u64) -> vmview_options::DepthWindow {
         max: (max != u32::MAX).then_some(max),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The hot path reaches per-recording state through this module,
+    /// never through `agent.rs` (ARCHITECTURE.md).
+    #[test]
+    fn hot_path_does_not_import_agent() {
+        let files = [
+            ("threads.rs", include_str!("threads.rs")),
+            ("vthreads.rs", include_str!("vthreads.rs")),
+            ("buffers.rs", include_str!("buffers.rs")),
+            ("slot.rs", include_str!("slot.rs")),
+            ("recording.rs", include_str!("recording.rs")),
+            ("capture/mod.rs", include_str!("capture/mod.rs")),
+            (
+                "capture/probe_natives.rs",
+                include_str!("capture/probe_natives.rs"),
+            ),
+            (
+                "capture/method_events.rs",
+                include_str!("capture/method_events.rs"),
+            ),
+            ("capture/bytecode.rs", include_str!("capture/bytecode.rs")),
+            (
+                "capture/single_step.rs",
+                include_str!("capture/single_step.rs"),
+            ),
+            (
+                "capture/probe_class.rs",
+                include_str!("capture/probe_class.rs"),
+            ),
+        ];
+        let needle = ["crate", "::agent"].concat();
+        let mut found = Vec::new();
+        for (name, text) in files {
+            for (n, line) in text.lines().enumerate() {
+                let mut rest = line;
+                while let Some(i) = rest.find(&needle) {
+                    rest = &rest[i + needle.len()..];
+                    if !rest.starts_with(|c: char| c.is_alphanumeric() || c == '_') {
+                        found.push(format!("{name}:{}: {line}", n + 1));
+                    }
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "hot path imports agent.rs:\n{}",
+            found.join("\n")
+        );
+    }
+}
