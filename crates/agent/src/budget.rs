@@ -304,6 +304,11 @@ fn process_cpu_ns() -> u64 {
     clock::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID).unwrap_or(0)
 }
 
+/// The calling thread's CPU time, ns.
+fn own_thread_cpu_ns() -> u64 {
+    clock::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
+}
+
 /// The estimated overhead of `tracing_ns` of tracer time in an interval
 /// where the process used `cpu_ns`, in basis points of the program's own
 /// share (the rest); never divided by less than 5 % of the interval's CPU.
@@ -419,6 +424,11 @@ struct Loop {
     /// The probe natives' time and calls measured in the program's
     /// threads (`in_situ`), at the last tick.
     prev_in_situ: (u64, u64),
+    /// This thread's own CPU clock at the last tick: the budget's work,
+    /// the retransformations it asks for (the class-file hook runs on the
+    /// thread that calls RetransformClasses) included. Counted in the
+    /// whole-run estimate only: demoting a method does not save it.
+    prev_own_ns: u64,
     /// Whether the budget ever had to act (or would have, in jvmti mode):
     /// only then are METHOD_COUNTS written, so a recording within its
     /// budget has no event of the budget's.
@@ -450,6 +460,7 @@ impl Loop {
             prev_compilers_ns: compilers.total_ns(),
             compilers,
             prev_in_situ: crate::in_situ::totals(),
+            prev_own_ns: own_thread_cpu_ns(),
             engaged: false,
         }
     }
@@ -556,8 +567,11 @@ impl Loop {
         let tracing_ns = self.tracing_ns(total, cpu_ns);
         let cost_ns = tracing_ns / (total.max(1) as f64);
         let bp = overhead_bp(tracing_ns, cpu_ns);
-        self.spent_ns += tracing_ns;
-        self.program_ns += (cpu_ns - tracing_ns).max(0.0);
+        let own = own_thread_cpu_ns();
+        let own_ns = own.saturating_sub(self.prev_own_ns) as f64;
+        self.prev_own_ns = own;
+        self.spent_ns += tracing_ns + own_ns;
+        self.program_ns += (cpu_ns - tracing_ns - own_ns).max(0.0);
         b.last_bp.store(bp, Ordering::Relaxed);
         b.run_bp.store(
             overhead_bp(self.spent_ns, self.spent_ns + self.program_ns),
