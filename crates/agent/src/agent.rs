@@ -383,7 +383,7 @@ fn get_env(vm: *mut sys::JavaVM) -> Result<Jvmti, String> {
 }
 
 fn format_version(v: i32) -> String {
-    let major = (v & sys::JVMTI_VERSION_MASK_MAJOR as i32) >> sys::JVMTI_VERSION_SHIFT_MAJOR;
+    let major = crate::vthreads::major(v);
     let minor = (v & sys::JVMTI_VERSION_MASK_MINOR as i32) >> sys::JVMTI_VERSION_SHIFT_MINOR;
     format!("{major}.{minor}")
 }

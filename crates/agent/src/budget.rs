@@ -304,11 +304,6 @@ fn process_cpu_ns() -> u64 {
     clock::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID).unwrap_or(0)
 }
 
-/// The calling thread's CPU time, ns.
-fn own_thread_cpu_ns() -> u64 {
-    clock::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
-}
-
 /// The estimated overhead of `tracing_ns` of tracer time in an interval
 /// where the process used `cpu_ns`, in basis points of the program's own
 /// share (the rest); never divided by less than 5 % of the interval's CPU.
@@ -460,7 +455,7 @@ impl Loop {
             prev_compilers_ns: compilers.total_ns(),
             compilers,
             prev_in_situ: crate::in_situ::totals(),
-            prev_own_ns: own_thread_cpu_ns(),
+            prev_own_ns: crate::metrics::thread_cpu_ns(),
             engaged: false,
         }
     }
@@ -567,7 +562,7 @@ impl Loop {
         let tracing_ns = self.tracing_ns(total, cpu_ns);
         let cost_ns = tracing_ns / (total.max(1) as f64);
         let bp = overhead_bp(tracing_ns, cpu_ns);
-        let own = own_thread_cpu_ns();
+        let own = crate::metrics::thread_cpu_ns();
         let own_ns = own.saturating_sub(self.prev_own_ns) as f64;
         self.prev_own_ns = own;
         self.spent_ns += tracing_ns + own_ns;

@@ -1,8 +1,8 @@
 //! Per-recording state the hot path reads, kept apart from `agent.rs`
 //! (the JVMTI environment and the recording's life), so that the probe
 //! natives, the per-thread recorder and the buffers need not import the
-//! agent. First step: the words the call path loads once per probe (the
-//! tracing period and the depth window) and how they are packed.
+//! agent: options, buffers, symbols, the thread registry, the tracing
+//! period and the depth window (and how they are packed into one word).
 
 use crate::buffers::Buffers;
 use crate::capture::CallCapture;
@@ -67,7 +67,7 @@ pub struct Recording {
     /// The depth window in force (`depth=`, moved by `adapt=`), packed
     /// by [`pack_window`].
     pub window: AtomicU64,
-    /// Whether calls are traced now, read once per probe ([`Agent::tracing`]):
+    /// Whether calls are traced now, read once per probe ([`Recording::tracing`]):
     /// [`TRACING_OFF`] between the periods of `period=`, else a number
     /// that changes with each period.
     pub tracing: AtomicU32,
@@ -131,12 +131,12 @@ impl Recording {
     }
 }
 
-/// `Agent::tracing` between two periods of `period=`.
+/// [`Recording::tracing`] between two periods of `period=`.
 pub const TRACING_OFF: u32 = 0;
-/// `Agent::tracing` without `period=` (and while calibrating).
+/// [`Recording::tracing`] without `period=` (and while calibrating).
 pub const TRACING_ALWAYS: u32 = u32::MAX;
 
-/// `Agent::tracing` during period `n` (from 0) of `period=`.
+/// [`Recording::tracing`] during period `n` (from 0) of `period=`.
 pub fn tracing_in_period(n: u32) -> u32 {
     (n % (u32::MAX - 1)) + 1
 }

@@ -16,7 +16,7 @@
 //! is BLOCKED — when they say who holds what the blocked thread wants.
 //!
 //! The same thread keeps the time of `period=`: it switches call tracing
-//! on and off ([`Agent::tracing`]) and writes PERIOD_START, with every
+//! on and off ([`crate::recording::Recording::tracing`]) and writes PERIOD_START, with every
 //! thread's stack, and PERIOD_END (see [`Sampler::begin_period`]). It runs
 //! when samples or periods are asked for.
 //!

@@ -564,9 +564,10 @@ impl SignalSampler {
             failed: [0; CODE_NAMES.len()],
             not_java: 0,
             entry_frames: HashMap::default(),
-            continuations: agent.jvmti.version_number().is_ok_and(|v| {
-                (v & sys::JVMTI_VERSION_MASK_MAJOR as i32) >> sys::JVMTI_VERSION_SHIFT_MAJOR >= 19
-            }),
+            continuations: agent
+                .jvmti
+                .version_number()
+                .is_ok_and(|v| crate::vthreads::major(v) >= 19),
             outstanding: HashMap::default(),
             late: 0,
             last_walk: HashMap::default(),

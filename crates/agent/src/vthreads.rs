@@ -48,7 +48,7 @@ pub fn enabled() -> bool {
 }
 
 /// The JVMTI major version (21 for JDK 21).
-fn major(version: i32) -> i32 {
+pub(crate) fn major(version: i32) -> i32 {
     (version & sys::JVMTI_VERSION_MASK_MAJOR as i32) >> sys::JVMTI_VERSION_SHIFT_MAJOR
 }
 
