@@ -12,7 +12,8 @@
 # runs 1/50 of the calls (it is that slow). ONLY=REGEX in the environment
 # runs only the configurations whose names match (and plain), e.g.
 # ONLY='args=off|metrics' for the cost of metrics=. BUFFER= sets the agent's
-# buffer= (default: the agent's own default, 64m); with a vmview binary on
+# buffer= (default: the agent's own default, 64m); AGENT_B=PATH (AGENT_C=)
+# runs every agent configuration with another agent too, interleaved; with a vmview binary on
 # the PATH (or VMVIEW=PATH) the median of events dropped per run is shown.
 # Configurations: args off; args on with two primitives in and one out
 # (step(long, int) long); "string": one String in (take(String, int)).
@@ -55,6 +56,21 @@ if [[ -n "${ONLY:-}" ]]; then
   done
   configs=("${kept[@]}")
 fi
+# AGENT_B=PATH (and AGENT_C=PATH): each agent configuration runs again
+# with that agent ("NAME @B", "NAME @C"), interleaved with the first:
+# before/after a change.
+if [[ -n "${AGENT_B:-}${AGENT_C:-}" ]]; then
+  all=()
+  for c in "${configs[@]}"; do
+    all+=("$c")
+    IFS='|' read -r name opts envs shape <<< "$c"
+    if [[ -n "$opts" && "$name" != jfr* ]]; then
+      [[ -n "${AGENT_B:-}" ]] && all+=("$name @B|$opts|$envs|$shape")
+      [[ -n "${AGENT_C:-}" ]] && all+=("$name @C|$opts|$envs|$shape")
+    fi
+  done
+  configs=("${all[@]}")
+fi
 vmview="${VMVIEW:-$(command -v vmview || true)}"
 bufopt=""; [[ -n "${BUFFER:-}" ]] && bufopt=",buffer=$BUFFER"
 declare -A cpu wall drops; runs=0
@@ -65,7 +81,9 @@ for ((r = 0; r < reps; r++)); do
     agentarg=(); javabin=java
     if [[ "$name" == jfr* || "$name" == *jdk25 ]]; then
       javabin="$java25"; [[ -n "$opts" ]] && agentarg=("$opts" -Xlog:jfr+startup=error)
-    elif [[ -n "$opts" ]]; then agentarg=("-agentpath:$agent=$opts,classes=CallCost,budget=off,file=$out/t$r-$runs.vmv$bufopt,quiet"); fi
+    elif [[ -n "$opts" ]]; then
+      so="$agent"; [[ "$name" == *" @B" ]] && so="$AGENT_B"; [[ "$name" == *" @C" ]] && so="$AGENT_C"
+      agentarg=("-agentpath:$so=$opts,classes=CallCost,budget=off,file=$out/t$r-$runs.vmv$bufopt,quiet"); fi
     trace="$out/t$r-$runs.vmv"
     read -r c1 w1 < <(env $envs "$javabin" "${agentarg[@]}" -cp "$out" CallCost "$n" "$work" $shape)
     # The JVM writes the end of its trace after printing: wait for it.
