@@ -47,6 +47,13 @@ const CALL_METRICS: u32 = 17;
 /// as in CALL_METRICS, the elapsed ns (below 2^32) in `class`.
 const RETURN_VOID_METRICS: u32 = 18;
 const RETURN_UNAVAILABLE_METRICS: u32 = 19;
+/// A CALL with one or two argument values that own no heap (primitives,
+/// null, objects and arrays by class and hash or length): the values'
+/// bits in `elapsed_or_box` and `value`, [`value_bits`]; their count in
+/// the low byte of `class`, their kinds (RETURN_* tags) in the next two.
+/// The call path's form of `step(long, int)`: no `Vec` allocated on the
+/// calling thread and freed on the writer's.
+const CALL_ARGS: u32 = 20;
 /// A metric not measured, in a slot: no thread runs 584 years or
 /// allocates 16 EiB.
 const ABSENT: u64 = u64::MAX;
@@ -179,6 +186,38 @@ impl Slot {
         })
     }
 
+    /// The slot of a CALL with one or two argument values that own no heap
+    /// and no caller or metrics ([`CALL_ARGS`]), unless they do not fit
+    /// (more values, a string or boxed value, too deep).
+    #[inline]
+    pub fn small_call_args(
+        time_ns: u64,
+        thread: ThreadRef,
+        method: MethodId,
+        depth: u32,
+        args: &[Value],
+    ) -> Option<Slot> {
+        if depth > MAX_DEPTH || args.is_empty() || args.len() > 2 {
+            return None;
+        }
+        let mut bits = [0u64; 2];
+        let mut kinds = args.len() as u32;
+        for (i, v) in args.iter().enumerate() {
+            let (kind, b) = value_bits(v)?;
+            bits[i] = b;
+            kinds |= kind << (8 + 8 * i);
+        }
+        Some(Slot {
+            time_ns,
+            elapsed_or_box: bits[0],
+            value: bits[1],
+            method: method.0,
+            thread: thread.0,
+            depth_tag: depth | CALL_ARGS << 24,
+            class: kinds,
+        })
+    }
+
     /// The slot of a RETURN without metrics, unless its value needs a box
     /// (a string, a boxed primitive) or `depth` is too deep for one.
     #[inline]
@@ -256,6 +295,14 @@ impl Slot {
                 metrics,
                 ..
             } if *depth <= MAX_DEPTH && no_metrics(metrics) => {
+                let EventKind::Call { params, .. } = &ev.kind else {
+                    unreachable!("matched above")
+                };
+                if let Some(s) =
+                    Slot::small_call_args(ev.time_ns, ev.thread, *method, *depth, params)
+                {
+                    return s;
+                }
                 let mut s = small(CALL_PARAMS, *method, *depth);
                 let EventKind::Call { params, .. } = ev.kind else {
                     unreachable!("matched above")
@@ -322,6 +369,27 @@ impl Slot {
         }
         let method = MethodId(slot.method);
         let depth = slot.depth_tag & MAX_DEPTH;
+        if tag == CALL_ARGS {
+            let n = (slot.class & 0xff) as usize;
+            let params = [slot.elapsed_or_box, slot.value]
+                .iter()
+                .take(n)
+                .enumerate()
+                .map(|(i, &b)| value_from_bits((slot.class >> (8 + 8 * i)) & 0xff, b))
+                .collect();
+            return Event {
+                id: 0,
+                time_ns: slot.time_ns,
+                thread: ThreadRef(slot.thread),
+                kind: EventKind::Call {
+                    method,
+                    depth,
+                    caller: None,
+                    params,
+                    metrics: Metrics::NONE,
+                },
+            };
+        }
         if tag == CALL_PARAMS {
             return Event {
                 id: 0,
@@ -485,6 +553,51 @@ pub enum Written {
     Other,
 }
 
+/// An argument value that owns no heap as a kind (its RETURN_* tag) and
+/// 64 bits: an object or array's class in the high half, its hash or
+/// length in the low one.
+#[inline]
+fn value_bits(v: &Value) -> Option<(u32, u64)> {
+    Some(match *v {
+        Value::Unavailable => (RETURN_UNAVAILABLE, 0),
+        Value::Null => (RETURN_NULL, 0),
+        Value::Boolean(b) => (RETURN_BOOLEAN, u64::from(b)),
+        Value::Byte(b) => (RETURN_BYTE, b as u8 as u64),
+        Value::Char(c) => (RETURN_CHAR, u64::from(c)),
+        Value::Short(s) => (RETURN_SHORT, s as u16 as u64),
+        Value::Int(i) => (RETURN_INT, i as u32 as u64),
+        Value::Long(l) => (RETURN_LONG, l as u64),
+        Value::Float(f) => (RETURN_FLOAT, u64::from(f.to_bits())),
+        Value::Double(d) => (RETURN_DOUBLE, d.to_bits()),
+        Value::Object { class, hash } => {
+            (RETURN_OBJECT, u64::from(class.0) << 32 | u64::from(hash))
+        }
+        Value::Array { class, length } => {
+            (RETURN_ARRAY, u64::from(class.0) << 32 | u64::from(length))
+        }
+        Value::Str { .. } | Value::Boxed { .. } => return None,
+    })
+}
+
+/// The value of [`value_bits`] again.
+fn value_from_bits(kind: u32, v: u64) -> Value {
+    let (class, low) = (StringId((v >> 32) as u32), v as u32);
+    match kind {
+        RETURN_NULL => Value::Null,
+        RETURN_BOOLEAN => Value::Boolean(v != 0),
+        RETURN_BYTE => Value::Byte(v as u8 as i8),
+        RETURN_CHAR => Value::Char(v as u16),
+        RETURN_SHORT => Value::Short(v as u16 as i16),
+        RETURN_INT => Value::Int(v as u32 as i32),
+        RETURN_LONG => Value::Long(v as i64),
+        RETURN_FLOAT => Value::Float(f32::from_bits(v as u32)),
+        RETURN_DOUBLE => Value::Double(f64::from_bits(v)),
+        RETURN_OBJECT => Value::Object { class, hash: low },
+        RETURN_ARRAY => Value::Array { class, length: low },
+        _ => Value::Unavailable,
+    }
+}
+
 /// Whether a CALL or RETURN carries no metrics (`metrics=` off).
 fn no_metrics(m: &Metrics) -> bool {
     m.cpu_ns.is_none() && m.alloc_bytes.is_none()
@@ -558,6 +671,28 @@ mod tests {
     }
 
     #[test]
+    fn one_or_two_plain_arguments_stay_in_the_slot() {
+        let call = |params: Vec<Value>| {
+            Slot::pack(ev(EventKind::Call {
+                method: MethodId(1),
+                depth: 2,
+                caller: None,
+                params,
+                metrics: Metrics::NONE,
+            }))
+        };
+        let two = call(vec![Value::Long(1), Value::Int(2)]);
+        assert_eq!((two.tag(), two.heap_bytes()), (CALL_ARGS, 0));
+        let text = Value::Str {
+            text: "x".into(),
+            full_len: None,
+        };
+        assert_eq!(call(vec![text]).tag(), CALL_PARAMS);
+        let three = call(vec![Value::Int(1), Value::Int(2), Value::Int(3)]);
+        assert_eq!(three.tag(), CALL_PARAMS);
+    }
+
+    #[test]
     fn every_kind_of_event_comes_back_unchanged() {
         let s = StringId(3);
         let values = [
@@ -611,6 +746,43 @@ mod tests {
                     },
                 )),
                 params: vec![Value::Int(1)],
+                metrics: Metrics::NONE,
+            },
+            EventKind::Call {
+                method: MethodId(1),
+                depth: 2,
+                caller: None,
+                params: vec![Value::Long(-7), Value::Int(i32::MIN)],
+                metrics: Metrics::NONE,
+            },
+            EventKind::Call {
+                method: MethodId(1),
+                depth: MAX_DEPTH,
+                caller: None,
+                params: vec![Value::Object {
+                    class: s,
+                    hash: u32::MAX,
+                }],
+                metrics: Metrics::NONE,
+            },
+            EventKind::Call {
+                method: MethodId(1),
+                depth: 2,
+                caller: None,
+                params: vec![
+                    Value::Array {
+                        class: s,
+                        length: 3,
+                    },
+                    Value::Double(-0.0),
+                ],
+                metrics: Metrics::NONE,
+            },
+            EventKind::Call {
+                method: MethodId(1),
+                depth: 2,
+                caller: None,
+                params: vec![Value::Byte(-1), Value::Char(9), Value::Short(-2)],
                 metrics: Metrics::NONE,
             },
             EventKind::Call {

@@ -28,7 +28,9 @@ use crate::slot::Slot;
 use crate::sys;
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
-use vmview_format::{Event, EventKind, Loc, MethodId, StringId, ThreadRef, ThreadSymbol, Value};
+use vmview_format::{
+    Event, EventKind, Loc, MethodId, Metrics, Outcome, StringId, ThreadRef, ThreadSymbol, Value,
+};
 
 /// A traced call not yet returned.
 pub struct OpenCall {
@@ -317,29 +319,83 @@ impl ThreadState {
         );
     }
 
-    /// [`emit`](ThreadState::emit) for a CALL or RETURN that fits a small
-    /// slot: `make` builds the slot for the thread's handle, or gives back
-    /// the time and event when it does not fit. The call path's fast path,
-    /// with no [`Event`] built.
+    /// [`emit`](ThreadState::emit) of a CALL without caller or metrics:
+    /// the call path's fast path, straight into a small slot when its
+    /// arguments (the probe's buffered ones, `pending_args`, taken here)
+    /// fit one, with no [`Event`] built and no allocation.
     #[inline]
-    pub fn emit_small(
+    pub fn emit_call(&mut self, agent: &Recording, time_ns: u64, method: MethodId, depth: u32) {
+        let Some(thread) = self.thread(agent) else {
+            self.pending_args.clear();
+            return;
+        };
+        let slot = if self.pending_args.is_empty() {
+            Slot::small_call(time_ns, thread, method, depth)
+        } else {
+            Slot::small_call_args(time_ns, thread, method, depth, &self.pending_args)
+        };
+        if let Some(slot) = slot {
+            self.pending_args.clear();
+            let buffer = self.buffer(agent);
+            agent.buffers.push_small(buffer, slot);
+            return;
+        }
+        let params = if self.pending_args.is_empty() {
+            Vec::new()
+        } else {
+            std::mem::take(&mut self.pending_args)
+        };
+        let kind = EventKind::Call {
+            metrics: Metrics::NONE,
+            method,
+            depth,
+            caller: None,
+            params,
+        };
+        let buffer = self.buffer(agent);
+        agent.buffers.push(
+            buffer,
+            Event {
+                id: 0,
+                time_ns,
+                thread,
+                kind,
+            },
+        );
+    }
+
+    /// [`emit`](ThreadState::emit) of a RETURN without metrics: a small
+    /// slot unless its value needs the heap (a string, a boxed value).
+    #[inline]
+    pub fn emit_return(
         &mut self,
         agent: &Recording,
-        make: impl FnOnce(ThreadRef) -> Result<Slot, (u64, EventKind)>,
+        time_ns: u64,
+        method: MethodId,
+        depth: u32,
+        elapsed_ns: u64,
+        outcome: Outcome,
     ) {
         let Some(thread) = self.thread(agent) else {
             return;
         };
+        let slot = Slot::small_return(time_ns, thread, method, depth, elapsed_ns, &outcome);
         let buffer = self.buffer(agent);
-        match make(thread) {
-            Ok(slot) => agent.buffers.push_small(buffer, slot),
-            Err((time_ns, kind)) => agent.buffers.push(
+        match slot {
+            Some(slot) => agent.buffers.push_small(buffer, slot),
+            None => agent.buffers.push(
                 buffer,
                 Event {
                     id: 0,
                     time_ns,
                     thread,
-                    kind,
+                    kind: EventKind::Return {
+                        metrics: Metrics::NONE,
+                        method,
+                        depth,
+                        outcome,
+                        elapsed_ns,
+                    },
                 },
             ),
         }

@@ -20,10 +20,9 @@ pub mod single_step;
 
 use crate::jvmti::{Jni, Jvmti};
 use crate::recording::Recording;
-use crate::slot::Slot;
 use crate::sys;
 use crate::threads::{OpenCall, ThreadState};
-use vmview_format::{EventKind, Loc, MethodId, Metrics, Outcome, Value};
+use vmview_format::{EventKind, Loc, MethodId, Outcome, Value};
 use vmview_options::CaptureMode;
 
 /// One way of observing calls of trace-class methods.
@@ -75,8 +74,12 @@ pub fn for_mode(mode: CaptureMode) -> &'static dyn CallCapture {
 /// mismatches mean the call was entered before recording began.
 const EXIT_SEARCH: usize = 64;
 
-/// Records the entry of a traced method.
+/// Records the entry of a traced method. `params` are its argument
+/// values; when empty, those the probe buffered in
+/// [`ThreadState::pending_args`] (bci mode) are used and cleared, the
+/// buffer keeping its capacity for the next call.
 #[allow(clippy::too_many_arguments)]
+#[inline]
 pub fn enter(
     agent: &Recording,
     state: &mut ThreadState,
@@ -95,25 +98,20 @@ pub fn enter(
     // Outside the depth window (`depth=`, `adapt=`): the call is followed (for the depths of its
     // callees and its own exit) but not written.
     if !agent.in_window(depth) {
+        state.pending_args.clear();
+        return;
+    }
+    if !params.is_empty() {
+        state.pending_args = params;
+    }
+    if caller.is_none() && !agent.options.metrics.any() {
+        // The fast path: no arguments, or one or two that fit a small
+        // slot, go straight into one.
+        state.emit_call(agent, time_ns, method, depth);
         return;
     }
     let metrics = crate::metrics::read(agent, state.jni());
-    if params.is_empty() && caller.is_none() && metrics == Metrics::NONE {
-        // The fast path: straight into a small slot.
-        state.emit_small(agent, |t| {
-            Slot::small_call(time_ns, t, method, depth).ok_or_else(|| {
-                let call = EventKind::Call {
-                    metrics,
-                    method,
-                    depth,
-                    caller: None,
-                    params: Vec::new(),
-                };
-                (time_ns, call)
-            })
-        });
-        return;
-    }
+    let params = std::mem::take(&mut state.pending_args);
     state.emit(
         agent,
         time_ns,
@@ -186,27 +184,13 @@ pub fn exit_with(
             .unwinding
             .unwrap_or_else(|| agent.symbols.string("java.lang.Throwable")),
     });
-    let metrics = crate::metrics::read(agent, state.jni());
-    if metrics == Metrics::NONE {
+    if !agent.options.metrics.any() {
         // The fast path: a RETURN without a string or boxed value goes
         // straight into a small slot.
-        state.emit_small(agent, move |t| {
-            match Slot::small_return(time_ns, t, method, depth, elapsed_ns, &outcome) {
-                Some(slot) => Ok(slot),
-                None => Err((
-                    time_ns,
-                    EventKind::Return {
-                        metrics,
-                        method,
-                        depth,
-                        outcome,
-                        elapsed_ns,
-                    },
-                )),
-            }
-        });
+        state.emit_return(agent, time_ns, method, depth, elapsed_ns, outcome);
         return;
     }
+    let metrics = crate::metrics::read(agent, state.jni());
     state.emit(
         agent,
         time_ns,
