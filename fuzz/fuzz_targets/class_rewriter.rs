@@ -12,6 +12,7 @@ fn config() -> HookConfig {
     HookConfig {
         probe_class: "vmview/Probe".into(),
         capture_args: true,
+        primitive_entry: true,
         capture_return: true,
         // The monitor hooks' insertions are mutated too.
         monitors: true,

@@ -145,17 +145,63 @@ fn arg_hook(t: FieldType) -> ProbeMethod {
     }
 }
 
-/// The entry hook. `first_param_slot` is 0 for static methods, 1 otherwise.
+/// A parameter's code in [`probe::ENTER_1`]'s `kinds`, if it has one.
+fn prim_kind(t: FieldType) -> Option<u8> {
+    let c = match t {
+        FieldType::Boolean => 'Z',
+        FieldType::Byte => 'B',
+        FieldType::Char => 'C',
+        FieldType::Short => 'S',
+        FieldType::Int => 'I',
+        FieldType::Long => 'J',
+        _ => return None,
+    };
+    probe::PRIM_KINDS
+        .iter()
+        .find(|(d, _)| *d == c)
+        .map(|&(_, k)| k)
+}
+
+/// The entry hook. `first_param_slot` is 0 for static methods, 1 otherwise;
+/// `primitive`: one or two integral parameters go to
+/// [`probe::ENTER_1`] or [`probe::ENTER_2`].
 /// Returns the code and the operand-stack slots it needs.
 pub(crate) fn entry(
     refs: &mut ProbeRefs,
     pool: &mut ConstantPool,
     id: i32,
     args: Option<(&[FieldType], u16)>,
+    primitive: bool,
 ) -> Result<(Vec<u8>, u16), PoolFull> {
     let mut out = Vec::new();
     let mut stack = 1;
     if let Some((params, first_slot)) = args {
+        let kinds: Option<Vec<u8>> = params.iter().map(|&p| prim_kind(p)).collect();
+        if let Some(kinds) = kinds.filter(|k| primitive && (1..=2).contains(&k.len())) {
+            let mut slot = first_slot;
+            for &p in params {
+                load(&mut out, p, slot);
+                if p != FieldType::Long {
+                    out.put_u8(op::I2L);
+                }
+                slot += p.slots();
+            }
+            let codes = kinds
+                .iter()
+                .enumerate()
+                .fold(0i32, |acc, (i, &k)| acc | i32::from(k) << (8 * i));
+            push_int(&mut out, pool, codes)?;
+            push_int(&mut out, pool, id)?;
+            let hook = if kinds.len() == 1 {
+                probe::ENTER_1
+            } else {
+                probe::ENTER_2
+            };
+            refs.invoke(&mut out, pool, hook)?;
+            // The widened values, then the two ints.
+            return Ok((out, 2 * kinds.len() as u16 + 2));
+        }
+
         let mut slot = first_slot;
         for &p in params {
             load(&mut out, p, slot);

@@ -87,6 +87,11 @@ pub struct HookConfig {
     pub probe_class: String,
     /// Pass each argument to an `arg*` probe method before `enter`.
     pub capture_args: bool,
+    /// With `capture_args`: a method with one or two parameters, each a
+    /// `boolean`, `byte`, `char`, `short`, `int` or `long`, calls
+    /// [`probe::ENTER_1`] or [`probe::ENTER_2`] with the values instead
+    /// (one probe call on entry rather than one per argument and `enter`).
+    pub primitive_entry: bool,
     /// Pass the returned value to a typed `exit*` probe method.
     pub capture_return: bool,
     /// Report monitors acquired and released: `monitorenter` and

@@ -15,7 +15,9 @@
 //! 2. [`ENTER`]`(id)`: the call begins; it takes the arguments buffered by
 //!    step 1 (none if capture is off, or if the method's
 //!    [`InstrumentedMethod::args_captured`](crate::InstrumentedMethod::args_captured)
-//!    is false).
+//!    is false). With [`HookConfig::primitive_entry`](crate::HookConfig::primitive_entry),
+//!    a method of one or two integral parameters makes steps 1 and 2 one
+//!    call, [`ENTER_1`] or [`ENTER_2`], that passes the values itself.
 //! 3. Exactly one of: an `exit*` call when a `*return` instruction is about
 //!    to run, or [`EXIT_THROW`]`(throwable, id)` when an exception unwinds
 //!    out of the method. Exit hooks take the value first and the id last,
@@ -87,6 +89,24 @@ pub const ARG_FLOAT: ProbeMethod = m("argFloat", "(F)V");
 pub const ARG_DOUBLE: ProbeMethod = m("argDouble", "(D)V");
 /// Buffers a reference argument (object, array or null).
 pub const ARG_OBJECT: ProbeMethod = m("argObject", "(Ljava/lang/Object;)V");
+/// `enter1(long a, int kinds, int id)`: with
+/// [`HookConfig::primitive_entry`](crate::HookConfig::primitive_entry),
+/// the whole entry hook of a method whose one parameter is a `boolean`,
+/// `byte`, `char`, `short`, `int` or `long`: the value widened to a `long`
+/// (an `int` sign-extended, a `char` its code, a `boolean` 0 or 1), its
+/// [`PRIM_KINDS`] code in the low byte of `kinds`. One native call
+/// instead of an `arg*` call and [`ENTER`]; nothing is buffered.
+pub const ENTER_1: ProbeMethod = m("enter1", "(JII)V");
+/// `enter2(long a, long b, int kinds, int id)`: [`ENTER_1`] for two such
+/// parameters, the second's code in the second byte of `kinds`.
+pub const ENTER_2: ProbeMethod = m("enter2", "(JJII)V");
+
+/// The codes of [`ENTER_1`] and [`ENTER_2`]'s `kinds`, by the
+/// parameter's descriptor character: `Z` 1, `B` 2, `C` 3, `S` 4, `I` 5,
+/// `J` 6.
+pub const PRIM_KINDS: [(char, u8); 6] =
+    [('Z', 1), ('B', 2), ('C', 3), ('S', 4), ('I', 5), ('J', 6)];
+
 /// `exit(int id)`: normal return without a captured value (void methods,
 /// or `capture_return` off).
 pub const EXIT: ProbeMethod = m("exit", "(I)V");
@@ -143,8 +163,10 @@ pub const MONITORS: [ProbeMethod; 4] = [
 ];
 
 /// Every call hook the rewriter may call.
-pub const ALL: [ProbeMethod; 21] = [
+pub const ALL: [ProbeMethod; 23] = [
     ENTER,
+    ENTER_1,
+    ENTER_2,
     ARG_BOOLEAN,
     ARG_BYTE,
     ARG_CHAR,

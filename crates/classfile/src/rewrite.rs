@@ -259,6 +259,7 @@ fn rewrite_code<'a>(
             cx.pool,
             id,
             args_captured.then_some((&desc.params[..], first_param_slot)),
+            cx.config.primitive_entry,
         )?,
     };
     let monitors = cx.config.monitors && !counting;

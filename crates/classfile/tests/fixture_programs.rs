@@ -8,6 +8,8 @@ use vmview_classfile::HookConfig;
 struct Traced {
     events: Vec<Event>,
     plain_stdout: String,
+    /// Every rewritten class file, one after another.
+    rewritten: Vec<u8>,
 }
 
 /// Compiles the fixtures with `jdk`, instruments them with `config`, runs
@@ -52,6 +54,13 @@ fn trace_fixtures(jdk: &Jdk, config: &HookConfig) -> Traced {
     Traced {
         events,
         plain_stdout: before.stdout,
+        rewritten: done
+            .results
+            .iter()
+            .filter_map(|r| r.bytes())
+            .flatten()
+            .copied()
+            .collect(),
     }
 }
 
@@ -269,6 +278,30 @@ fn fixtures_compiled_by_jdk25_run_identically_on_jdk25() {
     check_constructors(&t.events);
     check_other_shapes_of_code(&t.events);
     check_exceptions(&t.events);
+}
+
+#[test]
+fn primitive_entry_hooks_report_the_same_calls_and_values() {
+    let primitive = HookConfig {
+        primitive_entry: true,
+        ..config()
+    };
+    let t = trace_fixtures(&Jdk::default(), &primitive);
+    check_calls_and_values(&t);
+    check_constructors(&t.events);
+    check_other_shapes_of_code(&t.events);
+    check_exceptions(&t.events);
+    let calls = |name: &[u8]| t.rewritten.windows(name.len()).any(|w| w == name);
+    assert!(calls(b"enter1") && calls(b"enter2"));
+    // And the same log (threads may interleave differently) as with one
+    // arg* call per value.
+    let before = trace_fixtures(&Jdk::default(), &config());
+    let show = |t: &Traced| -> Vec<String> {
+        let mut lines: Vec<String> = t.events.iter().map(|e| e.to_string()).collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(show(&t), show(&before));
 }
 
 #[test]

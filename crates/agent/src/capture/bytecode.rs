@@ -282,6 +282,9 @@ fn rewrite(
     let config = HookConfig {
         probe_class: PROBE_CLASS.to_string(),
         capture_args: agent.options.args,
+        // One or two integral arguments ride on the entry call itself
+        // (`Probe.enter1`, `enter2`): no JNI call per argument.
+        primitive_entry: true,
         // Always passed: with args=off the probe ignores it, and a typed
         // exit tells a non-void return from a void one.
         capture_return: true,

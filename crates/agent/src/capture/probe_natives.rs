@@ -32,9 +32,11 @@ type Class = sys::jclass;
 const MAX_ARGS: usize = 255;
 
 /// The native implementation of each probe method.
-pub fn implementations() -> [(ProbeMethod, *mut c_void); 25] {
+pub fn implementations() -> [(ProbeMethod, *mut c_void); 27] {
     [
         (probe::ENTER, enter as *mut c_void),
+        (probe::ENTER_1, enter1 as *mut c_void),
+        (probe::ENTER_2, enter2 as *mut c_void),
         (probe::ARG_BOOLEAN, arg_boolean as *mut c_void),
         (probe::ARG_BYTE, arg_byte as *mut c_void),
         (probe::ARG_CHAR, arg_char as *mut c_void),
@@ -80,12 +82,86 @@ pub(super) fn outermost_depth(agent: &Recording, probe_frames: i32) -> u32 {
     }
 }
 
+/// One call in [`crate::in_situ::EVERY`] of a call-path native timed for
+/// the overhead budget, from here to the end of the native (the drop);
+/// nothing with `budget=off`, where no one reads the times.
+struct Timed(Option<u64>);
+
+impl Timed {
+    #[inline]
+    fn begin(agent: &Recording) -> Timed {
+        Timed(if agent.options.budget_bp.is_some() {
+            crate::in_situ::begin()
+        } else {
+            None
+        })
+    }
+}
+
+impl Drop for Timed {
+    #[inline]
+    fn drop(&mut self) {
+        crate::in_situ::end(self.0);
+    }
+}
+
 unsafe extern "C" fn enter(env: Env, _class: Class, id: sys::jint) {
-    let timed = crate::in_situ::begin();
-    recording::guard("Probe.enter", || {
+    entered("Probe.enter", env, id, &[]);
+}
+
+/// `enter1(long, int kinds, int id)`: the entry of a method of one integral
+/// parameter, its value with it ([`probe::ENTER_1`]).
+unsafe extern "C" fn enter1(
+    env: Env,
+    _class: Class,
+    a: sys::jlong,
+    kinds: sys::jint,
+    id: sys::jint,
+) {
+    entered("Probe.enter1", env, id, &[(a, kinds & 0xff)]);
+}
+
+/// `enter2(long, long, int kinds, int id)` ([`probe::ENTER_2`]).
+unsafe extern "C" fn enter2(
+    env: Env,
+    _class: Class,
+    a: sys::jlong,
+    b: sys::jlong,
+    kinds: sys::jint,
+    id: sys::jint,
+) {
+    entered(
+        "Probe.enter2",
+        env,
+        id,
+        &[(a, kinds & 0xff), (b, (kinds >> 8) & 0xff)],
+    );
+}
+
+/// The value of an `enter1`/`enter2` argument of kind `kind`
+/// ([`probe::PRIM_KINDS`]).
+#[inline]
+fn primitive(v: sys::jlong, kind: sys::jint) -> Value {
+    match kind {
+        1 => Value::Boolean(v != 0),
+        2 => Value::Byte(v as i8),
+        3 => Value::Char(v as u16),
+        4 => Value::Short(v as i16),
+        5 => Value::Int(v as i32),
+        6 => Value::Long(v),
+        _ => Value::Unavailable,
+    }
+}
+
+/// The entry of method `id`, with the values `enter1`/`enter2` passed
+/// (none: those `arg*` buffered, if any).
+#[inline]
+fn entered(entry: &'static str, env: Env, id: sys::jint, args: &[(sys::jlong, sys::jint)]) {
+    recording::guard(entry, || {
         let Some(agent) = recording::live() else {
             return;
         };
+        let _timed = Timed::begin(agent);
         let Some(tracing) = super::tracing_now(agent) else {
             return;
         };
@@ -98,11 +174,16 @@ unsafe extern "C" fn enter(env: Env, _class: Class, id: sys::jint) {
         let id = id as u32;
         with_state(agent, Some((jni, ptr::null_mut())), |s| {
             s.enter_period(tracing);
+            if !args.is_empty() {
+                s.pending_args.clear();
+                s.pending_args
+                    .extend(args.iter().map(|&(v, kind)| primitive(v, kind)));
+            }
             let depth = match s.calls.last() {
                 Some(c) => c.depth + 1,
                 None => outermost_depth(agent, 1),
             };
-            let params = std::mem::take(&mut s.pending_args);
+            // The arguments are the buffered ones (`pending_args`).
             super::enter(
                 agent,
                 s,
@@ -111,20 +192,19 @@ unsafe extern "C" fn enter(env: Env, _class: Class, id: sys::jint) {
                 time,
                 depth,
                 None,
-                params,
+                Vec::new(),
             );
         });
     });
-    crate::in_situ::end(timed);
 }
 
 /// Buffers one argument for the next `enter`.
 fn arg(entry: &'static str, env: Env, value: impl FnOnce(&Recording, Jni) -> Value) {
-    let timed = crate::in_situ::begin();
     recording::guard(entry, || {
         let Some(agent) = recording::live() else {
             return;
         };
+        let _timed = Timed::begin(agent);
         let Some(tracing) = super::tracing_now(agent) else {
             return;
         };
@@ -138,7 +218,6 @@ fn arg(entry: &'static str, env: Env, value: impl FnOnce(&Recording, Jni) -> Val
             }
         });
     });
-    crate::in_situ::end(timed);
 }
 
 unsafe extern "C" fn arg_boolean(env: Env, _c: Class, v: sys::jboolean) {
@@ -179,11 +258,11 @@ fn on_exit(
     id: sys::jint,
     outcome: impl FnOnce(&Recording, Jni) -> Outcome,
 ) {
-    let timed = crate::in_situ::begin();
     recording::guard(entry, || {
         let Some(agent) = recording::live() else {
             return;
         };
+        let _timed = Timed::begin(agent);
         let Some(tracing) = super::tracing_now(agent) else {
             return;
         };
@@ -208,7 +287,6 @@ fn on_exit(
             )
         });
     });
-    crate::in_situ::end(timed);
 }
 
 /// A returned value, unless `args=off` (then the RETURN says only that the
@@ -389,6 +467,25 @@ unsafe extern "C" fn method_monitor_exit(env: Env, _c: Class) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn primitive_entry_kinds_are_the_rewriters() {
+        use vmview_format::Value;
+        for (c, k) in vmview_classfile::probe::PRIM_KINDS {
+            let v = super::primitive(1, i32::from(k));
+            let expected = match c {
+                'Z' => Value::Boolean(true),
+                'B' => Value::Byte(1),
+                'C' => Value::Char(1),
+                'S' => Value::Short(1),
+                'I' => Value::Int(1),
+                _ => Value::Long(1),
+            };
+            assert_eq!(v, expected, "{c}");
+        }
+        assert_eq!(super::primitive(-1, 5), Value::Int(-1));
+        assert_eq!(super::primitive(0xffff, 3), Value::Char(0xffff));
+    }
+
     #[test]
     fn every_hook_the_rewriter_may_call_has_a_native() {
         let bound: Vec<_> = super::implementations().iter().map(|(m, _)| *m).collect();

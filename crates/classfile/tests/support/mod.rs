@@ -203,6 +203,7 @@ pub fn config() -> HookConfig {
     HookConfig {
         probe_class: "vmview/Probe".into(),
         capture_args: true,
+        primitive_entry: false,
         capture_return: true,
         monitors: false,
     }

@@ -88,6 +88,30 @@ public final class Probe {
         args.clear();
     }
 
+    /** A value of enter1/enter2, shown as the arg* hook of its kind shows it. */
+    private static String prim(long v, int kind) {
+        switch (kind) {
+            case 1: return String.valueOf(v != 0);
+            case 2: return v + "b";
+            case 3: return "'" + escape(String.valueOf((char) v)) + "'";
+            case 4: return v + "s";
+            case 5: return String.valueOf(v);
+            case 6: return v + "L";
+            default: return "?" + kind + ":" + v;
+        }
+    }
+
+    public static void enter1(long a, int kinds, int id) {
+        arg(prim(a, kinds & 0xff));
+        enter(id);
+    }
+
+    public static void enter2(long a, long b, int kinds, int id) {
+        arg(prim(a, kinds & 0xff));
+        arg(prim(b, (kinds >> 8) & 0xff));
+        enter(id);
+    }
+
     public static void exit(int id) { log("EXIT", id, ""); }
     public static void exitBoolean(boolean v, int id) { log("EXIT", id, String.valueOf(v)); }
     public static void exitByte(byte v, int id) { log("EXIT", id, v + "b"); }
