@@ -81,6 +81,19 @@ pub(crate) struct ChunkDecoder {
     /// A ranked scan's events, kept here so each chunk reuses the
     /// allocation.
     collected: Vec<Event>,
+    /// A ranked scan's kept events in the merge's order, likewise.
+    order: Vec<Ranked>,
+}
+
+/// A kept event of a ranked scan (see `ChunkDecoder::scan_ranked`): its
+/// merge key, stream, place (in its stream, then in the merge) and index
+/// among the kept events.
+#[derive(Debug, Clone, Copy)]
+struct Ranked {
+    key: u64,
+    stream: u32,
+    rank: u32,
+    at: u32,
 }
 
 impl ChunkDecoder {
@@ -682,7 +695,8 @@ impl ChunkDecoder {
     /// each event's time replaced by the latest time of its stream up to
     /// it, its *key*; keys rise within a stream, and an event comes after
     /// exactly the events of lower streams with a key up to its own and
-    /// those of higher streams with a smaller key (binary searches).
+    /// those of higher streams with a smaller key (counted in one walk over
+    /// each stream's keys, the kept events taken in the merge's order).
     /// Damage sets the error as `scan_heads` does, and then nothing is
     /// given to `p.event`.
     pub(crate) fn scan_ranked(&mut self, symbols: &mut SymbolTable, p: &mut impl HeadPick) {
@@ -707,25 +721,56 @@ impl ChunkDecoder {
             Err(e) => self.error = Some(e),
             Ok(()) if whole => {
                 let first_id = self.header.first_id;
-                for ev in &mut events {
+                // The kept events in the merge's order: by key, then
+                // stream, then place in the stream (a unique position).
+                let mut order = std::mem::take(&mut self.order);
+                order.clear();
+                let mut s = 0;
+                for (k, ev) in events.iter().enumerate() {
                     let g = ev.id.wrapping_sub(first_id) as usize;
-                    let s = starts.partition_point(|&at| at <= g) - 1;
-                    let key = self.keys[g];
-                    let mut rank = g - starts[s];
-                    for (j, w) in starts.windows(2).enumerate() {
-                        let keys = &self.keys[w[0]..w[1]];
-                        rank += match j.cmp(&s) {
-                            std::cmp::Ordering::Less => keys.partition_point(|&k| k <= key),
-                            std::cmp::Ordering::Greater => keys.partition_point(|&k| k < key),
-                            std::cmp::Ordering::Equal => 0,
-                        };
+                    while starts[s + 1] <= g {
+                        s += 1;
                     }
-                    ev.id = first_id.wrapping_add(rank as u64);
+                    order.push(Ranked {
+                        key: self.keys[g],
+                        stream: s as u32,
+                        rank: (g - starts[s]) as u32,
+                        at: k as u32,
+                    });
+                }
+                order.sort_unstable_by_key(|o| (o.key, o.stream, o.rank));
+                // An event comes after the events of every other stream
+                // that come before it in that order: one walk per stream
+                // over its keys, as the kept events' places only rise.
+                for (j, w) in starts.windows(2).enumerate() {
+                    let keys = &self.keys[w[0]..w[1]];
+                    let mut n = 0;
+                    for o in order.iter_mut() {
+                        let s = o.stream as usize;
+                        if s == j {
+                            continue;
+                        }
+                        // A lower stream's events come first on a tie.
+                        if j < s {
+                            while n < keys.len() && keys[n] <= o.key {
+                                n += 1;
+                            }
+                        } else {
+                            while n < keys.len() && keys[n] < o.key {
+                                n += 1;
+                            }
+                        }
+                        o.rank += n as u32;
+                    }
+                }
+                for o in &order {
+                    events[o.at as usize].id = first_id.wrapping_add(u64::from(o.rank));
                 }
                 events.sort_unstable_by_key(|e| e.id.wrapping_sub(first_id));
                 for ev in events.drain(..) {
                     p.event(ev, symbols);
                 }
+                self.order = order;
             }
             Ok(()) => {}
         }
@@ -752,8 +797,12 @@ impl ChunkDecoder {
         let gen = self.generation;
         let skip_values = self.skip_values;
         let mut rank = self.rank;
+        // Out of the decoder while they are written, with room for every
+        // event the directory announced (each takes at least two bytes).
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
         if RECORD {
-            self.keys.clear();
+            keys.reserve(self.header.event_count.min(self.payload.len() as u32 / 2) as usize);
         }
         // Out of the decoder while it reads them (`decode` does not use them).
         let streams = std::mem::take(&mut self.streams);
@@ -792,7 +841,7 @@ impl ChunkDecoder {
                             let picked = head_body(&mut c, st, h, symbols, p)?;
                             if RECORD {
                                 key = key.max(time_ns);
-                                self.keys.push(key);
+                                keys.push(key);
                             }
                             prev_time = time_ns;
                             pos = c.pos();
@@ -820,7 +869,7 @@ impl ChunkDecoder {
                     };
                     if RECORD {
                         key = key.max(ev.time_ns);
-                        self.keys.push(key);
+                        keys.push(key);
                     }
                     prev_time = self.prev_time;
                     pos = self.pos;
@@ -838,6 +887,7 @@ impl ChunkDecoder {
             Ok(())
         })();
         self.streams = streams;
+        self.keys = keys;
         // The decoder ends as `v2_step` leaves it, every stream read.
         if rank > 0 {
             self.first_id = Some(first_id);

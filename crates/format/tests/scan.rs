@@ -378,7 +378,15 @@ fn interleaved_v2(threads: u32, events: usize, chunk_bytes: usize) -> Vec<u8> {
 // must be exactly the merged read's, ties and times that go back included.
 #[test]
 fn a_method_scan_of_thread_streams_keeps_the_merge_order_and_ids() {
-    for (threads, chunk_bytes) in [(1, 500), (3, 700), (7, 4_000), (7, DEFAULT_CHUNK_BYTES)] {
+    let cases = [
+        (1, 500),
+        (3, 700),
+        (7, 4_000),
+        (7, DEFAULT_CHUNK_BYTES),
+        // More streams than kept events in many chunks, and many ties.
+        (40, 3_000),
+    ];
+    for (threads, chunk_bytes) in cases {
         let bytes = interleaved_v2(threads, 6_000, chunk_bytes);
         let name = format!("interleaved-{threads}-{chunk_bytes}");
         let (full, diags, _) = read(&bytes);
