@@ -26,7 +26,8 @@
 //!   that cost at least [`MIN_SHARE_BP`] of the program's time and average
 //!   under [`LONG_CALL_NS`] (a call of 10 µs or more is never demoted:
 //!   tracing it costs under 1 % of it), until the estimate is back under
-//!   the budget with a margin;
+//!   the budget with a margin — a method only when two ticks in a row
+//!   choose it ([`confirm`]), with the second tick's estimates;
 //! - each demotion is a DEMOTION event, stamped before its class is
 //!   retransformed, and the class-file hook then gives the method only a
 //!   counter (`Probe.counts[slot]++`, [`vmview_classfile::Hooks::Count`]):
@@ -45,6 +46,7 @@ use crate::buffers::Producer;
 use crate::clock;
 use crate::jvmti::Jni;
 use crate::sys;
+use rustc_hash::FxHashSet;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
@@ -326,6 +328,21 @@ pub fn jit_share(compilers_ns: f64, probes_ns: f64, cpu_ns: f64, writers_ns: f64
     compilers_ns * (probes_ns / threads_ns).clamp(0.0, 1.0)
 }
 
+/// The methods of `chosen` that were chosen in the tick before too (in
+/// `pending`); `pending` becomes this tick's choice. A demotion lasts for
+/// the rest of the recording, so it is made on two intervals in a row,
+/// not one: an interval that straddles a change of phase (the end of a
+/// burst of long calls, the start of a hot loop) gives a method a share
+/// of the cost that the next interval does not confirm, and a method hot
+/// for one interval only (class loading, a warm-up burst) is not
+/// demoted for it. It costs one more interval of tracing per decision.
+pub fn confirm(pending: &mut FxHashSet<usize>, chosen: &[Choice]) -> FxHashSet<usize> {
+    let now: FxHashSet<usize> = chosen.iter().map(|c| c.method).collect();
+    let confirmed = now.intersection(pending).copied().collect();
+    *pending = now;
+    confirmed
+}
+
 /// One demotion chosen by [`choose`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Choice {
@@ -428,6 +445,9 @@ struct Loop {
     /// only then are METHOD_COUNTS written, so a recording within its
     /// budget has no event of the budget's.
     engaged: bool,
+    /// The methods the last over-budget tick chose, demoted if the next
+    /// one chooses them again ([`confirm`]).
+    pending: FxHashSet<usize>,
 }
 
 impl Loop {
@@ -457,6 +477,7 @@ impl Loop {
             prev_in_situ: crate::in_situ::totals(),
             prev_own_ns: crate::metrics::thread_cpu_ns(),
             engaged: false,
+            pending: FxHashSet::default(),
         }
     }
 
@@ -584,14 +605,26 @@ impl Loop {
             let calibration = crate::calibrate::CALIBRATION_METHOD.0 as usize;
             let choices = {
                 let demoted = b.demoted.read().unwrap_or_else(|e| e.into_inner());
-                choose(&deltas, cpu_ns, cost_ns, limit_bp, |m| {
-                    m == calibration || demoted.contains_key(&MethodId(m as u32))
-                })
+                let skip = |m: usize| m == calibration || demoted.contains_key(&MethodId(m as u32));
+                let chosen = choose(&deltas, cpu_ns, cost_ns, limit_bp, skip);
+                let confirmed = confirm(&mut self.pending, &chosen);
+                if confirmed.is_empty() {
+                    Vec::new()
+                } else {
+                    // The estimates of the confirmed ones alone: a method
+                    // chosen last tick but not now is not demoted.
+                    choose(&deltas, cpu_ns, cost_ns, limit_bp, |m| {
+                        skip(m) || !confirmed.contains(&m)
+                    })
+                }
             };
             if !choices.is_empty() {
                 self.apply(jni, &choices, secs);
                 self.last_demotion = Some(Instant::now());
+                self.pending.clear();
             }
+        } else if !over {
+            self.pending.clear();
         }
         if self.last_report.elapsed() >= REPORT_EVERY {
             self.last_report = Instant::now();
@@ -884,6 +917,32 @@ mod tests {
         assert_eq!(jit_share(200e6, 0.0, 1e9, 0.0), 0.0);
         assert_eq!(jit_share(200e6, 2e9, 1e9, 0.0), 200e6);
         assert_eq!(jit_share(0.0, 0.0, 0.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn a_method_is_demoted_only_when_two_ticks_in_a_row_choose_it() {
+        let pick = |ids: &[usize]| -> Vec<Choice> {
+            ids.iter()
+                .map(|&m| Choice {
+                    method: m,
+                    calls: 1,
+                    mean_ns: 1,
+                    before_bp: 2,
+                    after_bp: 1,
+                })
+                .collect()
+        };
+        let mut pending = FxHashSet::default();
+        assert!(confirm(&mut pending, &pick(&[1, 2])).is_empty());
+        let got = confirm(&mut pending, &pick(&[2, 3]));
+        assert_eq!(got.into_iter().collect::<Vec<_>>(), vec![2]);
+        // Only the tick just before counts: 1 (two ticks ago) is not
+        // confirmed, 3 (just before) is.
+        let mut got: Vec<_> = confirm(&mut pending, &pick(&[1, 3])).into_iter().collect();
+        got.sort();
+        assert_eq!(got, vec![3]);
+        assert!(confirm(&mut pending, &[]).is_empty());
+        assert!(pending.is_empty());
     }
 
     #[test]
