@@ -243,6 +243,10 @@ impl MethodScan for ByMethod<'_> {
         self.filter.matches_method(ret, method, symbols)
     }
 
+    fn can_pick(&self, ret: bool) -> bool {
+        self.filter.may_match_head(ret)
+    }
+
     fn event(&mut self, ev: Event, symbols: &SymbolTable) {
         // A CALL or RETURN comes only when picked.
         let hit = matches!(ev.kind, EventKind::Call { .. } | EventKind::Return { .. })

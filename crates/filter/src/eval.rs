@@ -331,6 +331,12 @@ impl EventFilter {
         v
     }
 
+    /// Can a RETURN (`ret`) or a CALL match at all (by the top-level
+    /// type test, see [`type_mask`](Self::type_mask))?
+    pub fn may_match_head(&self, ret: bool) -> bool {
+        self.mask & if ret { RETURN_BIT } else { CALL_BIT } != 0
+    }
+
     /// Does the expression test an event's id? When not, which events
     /// match does not depend on their ids (nor on their order), and a
     /// count may read a chunk's events in any order.

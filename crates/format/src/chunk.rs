@@ -495,6 +495,12 @@ impl ChunkDecoder {
 
 /// What a head scan ([`ChunkDecoder::scan_heads`]) asks of its caller.
 pub(crate) trait HeadPick {
+    /// Whether `pick` and `event` need events' times; without, a version 2
+    /// scan in any order steps over them (each a varint's length, not its
+    /// value: a tenth of a count's time), and the times given mean nothing.
+    fn wants_times(&self) -> bool {
+        true
+    }
     /// Whether to build a CALL (`ret == false`) or RETURN from its head.
     fn pick(
         &mut self,
@@ -568,14 +574,17 @@ impl<P: HeadPick> HeadPick for Collect<'_, P> {
 
 /// A type-and-method scan's [`HeadPick`]: each CALL's and RETURN's verdict
 /// comes from `verdicts`, by method handle, filled from the scan the first
-/// time a method is seen while the symbol table knows it.
-pub(crate) struct MethodPick<'a, S> {
+/// time a method is seen while the symbol table knows it. With `BUILD`,
+/// the picked are built and given to the scan; without, only counted (and
+/// no time is read: see [`HeadPick::wants_times`]).
+pub(crate) struct MethodPick<'a, S, const BUILD: bool> {
     pub scan: &'a mut S,
     /// By method handle: bit 0 "CALL known", bit 1 "a CALL is picked",
     /// bits 2 and 3 the same for RETURN.
     pub verdicts: &'a mut Vec<u8>,
-    /// Whether the picked are built and given to the scan, or only counted.
-    pub build: bool,
+    /// Whether a CALL (0) or RETURN (1) of any method can be picked
+    /// ([`MethodScan::can_pick`]).
+    pub kinds: [bool; 2],
     /// CALLs and RETURNs picked so far.
     pub picked: u64,
 }
@@ -584,7 +593,7 @@ pub(crate) struct MethodPick<'a, S> {
 /// any handle; real ones are dense).
 const VERDICT_LIMIT: u32 = 1 << 20;
 
-impl<S: MethodScan> MethodPick<'_, S> {
+impl<S: MethodScan, const BUILD: bool> MethodPick<'_, S, BUILD> {
     #[cold]
     #[inline(never)]
     fn verdict(&mut self, ret: bool, method: u32, symbols: &SymbolTable) -> bool {
@@ -600,7 +609,11 @@ impl<S: MethodScan> MethodPick<'_, S> {
     }
 }
 
-impl<S: MethodScan> HeadPick for MethodPick<'_, S> {
+impl<S: MethodScan, const BUILD: bool> HeadPick for MethodPick<'_, S, BUILD> {
+    fn wants_times(&self) -> bool {
+        BUILD
+    }
+
     #[inline(always)]
     fn pick(
         &mut self,
@@ -611,13 +624,16 @@ impl<S: MethodScan> HeadPick for MethodPick<'_, S> {
         method: u32,
         symbols: &SymbolTable,
     ) -> bool {
+        if !self.kinds[usize::from(ret)] {
+            return false;
+        }
         let shift = 2 * u8::from(ret);
         let v = match self.verdicts.get(method as usize) {
             Some(&b) if b >> shift & 1 != 0 => b >> shift & 2 != 0,
             _ => self.verdict(ret, method, symbols),
         };
         self.picked += u64::from(v);
-        v && self.build
+        v && BUILD
     }
 
     #[inline(always)]
@@ -650,7 +666,12 @@ impl ChunkDecoder {
     #[inline]
     pub(crate) fn scan_heads(&mut self, symbols: &mut SymbolTable, p: &mut impl HeadPick) {
         if self.v2 && self.any_order && self.rank == 0 {
-            if let Err(e) = self.scan_streams::<false>(symbols, p) {
+            let r = if p.wants_times() {
+                self.scan_streams::<false, true>(symbols, p)
+            } else {
+                self.scan_streams::<false, false>(symbols, p)
+            };
+            if let Err(e) = r {
                 self.error = Some(e);
             }
             return;
@@ -706,7 +727,7 @@ impl ChunkDecoder {
             inner: &mut *p,
             events,
         };
-        let r = self.scan_streams::<true>(symbols, &mut collect);
+        let r = self.scan_streams::<true, true>(symbols, &mut collect);
         let mut events = collect.events;
         let starts: Vec<usize> = std::iter::once(0)
             .chain(self.streams.iter().scan(0usize, |n, s| {
@@ -784,8 +805,10 @@ impl ChunkDecoder {
     /// other event by [`decode`](Self::decode). The events, their checks
     /// and their (not the trace's) ids are those `v2_step` gives in any
     /// order. With `RECORD`, every event's merge key (the latest time of its
-    /// stream up to it; see `scan_ranked`) goes to `keys`.
-    fn scan_streams<const RECORD: bool>(
+    /// stream up to it; see `scan_ranked`) goes to `keys`. Without `TIMES`,
+    /// a CALL's or RETURN's time is stepped over (see
+    /// [`HeadPick::wants_times`]): every time from then on is wrong.
+    fn scan_streams<const RECORD: bool, const TIMES: bool>(
         &mut self,
         symbols: &mut SymbolTable,
         p: &mut impl HeadPick,
@@ -815,6 +838,9 @@ impl ChunkDecoder {
                         // CALLs and RETURNs, the bulk of a stream, here.
                         let mut c = Cursor::new(&self.payload[..s.end], pos);
                         let st = self.threads.get(s.thread, gen);
+                        // In locals while the loop runs (a damaged record
+                        // fails the chunk: its totals are not needed then).
+                        let (mut r, start_left) = (rank, left);
                         while left > 0 {
                             let Some(tag) = c.peek() else {
                                 break;
@@ -827,8 +853,13 @@ impl ChunkDecoder {
                             if tag & (F_THREAD | F_ID) != 0 {
                                 return Err(c.err("no thread or id bits inside a thread stream"));
                             }
-                            let id = first_id.wrapping_add(rank);
-                            let time_ns = prev_time.wrapping_add(c.i64()? as u64);
+                            let id = first_id.wrapping_add(r);
+                            let time_ns = if TIMES {
+                                prev_time.wrapping_add(c.i64()? as u64)
+                            } else {
+                                c.skip_u64()?;
+                                0
+                            };
                             let h = Head {
                                 tag,
                                 op,
@@ -838,7 +869,7 @@ impl ChunkDecoder {
                                 time_ns,
                                 thread: s.thread,
                             };
-                            let picked = head_body(&mut c, st, h, symbols, p)?;
+                            head_body(&mut c, st, h, symbols, p)?;
                             if RECORD {
                                 key = key.max(time_ns);
                                 keys.push(key);
@@ -846,12 +877,10 @@ impl ChunkDecoder {
                             prev_time = time_ns;
                             pos = c.pos();
                             left -= 1;
-                            rank += 1;
-                            self.decoded = self.decoded.wrapping_add(1);
-                            if let Some(ev) = picked {
-                                p.event(ev, symbols);
-                            }
+                            r += 1;
                         }
+                        rank = r;
+                        self.decoded = self.decoded.wrapping_add(start_left - left);
                     }
                     if left == 0 {
                         break;
@@ -964,7 +993,7 @@ impl ChunkDecoder {
                 self.next_id
             };
             let time_ns = self.prev_time.wrapping_add(c.i64()? as u64);
-            let picked = head_body(
+            head_body(
                 &mut c,
                 self.threads.get(thread, self.generation),
                 Head {
@@ -988,9 +1017,6 @@ impl ChunkDecoder {
                 self.first_id = Some(id);
             }
             self.last_id = Some(id);
-            if let Some(ev) = picked {
-                p.event(ev, symbols);
-            }
             return Ok(Some(()));
         }
     }
@@ -1011,7 +1037,7 @@ struct Head {
 
 /// The rest of a CALL or RETURN after its tag, thread, id and time, as
 /// [`ChunkDecoder::decode_head`] reads it: its head to `p.pick`, and the
-/// event whole (returned) when `p` answered `true`; its parameters,
+/// event whole to `p.event` when `p` answered `true`; its parameters,
 /// caller, returned value and metrics are otherwise stepped over with the
 /// same checks, and the same per-thread state `st` kept, as a full
 /// decode. Shared with the per-stream scan of a version 2 chunk.
@@ -1022,7 +1048,7 @@ fn head_body(
     h: Head,
     symbols: &SymbolTable,
     p: &mut impl HeadPick,
-) -> Result<Option<Event>, Malformed> {
+) -> Result<(), Malformed> {
     let Head {
         tag,
         op,
@@ -1033,7 +1059,6 @@ fn head_body(
     } = h;
     let kind_flag = tag & F_KIND != 0;
     let x = if kind_flag { c.u8()? } else { 0 };
-    let mut picked = None;
     if op == OP_CALL {
         if x & !CALL_KNOWN != 0 || (kind_flag && x == 0) {
             return Err(c.err("known CALL flags"));
@@ -1055,18 +1080,23 @@ fn head_body(
             let (caller, params, metrics) =
                 read_call_body(c, x, predicted_caller, h.skip_values, st)?;
             body_ends(c, body_end)?;
-            picked = Some(Event {
-                id,
-                time_ns,
-                thread: ThreadRef(thread),
-                kind: EventKind::Call {
-                    method: MethodId(method),
-                    depth,
-                    caller,
-                    params,
-                    metrics,
+            // Handed on here, not returned: moving the event out through
+            // the loop cost more than decoding a head.
+            p.event(
+                Event {
+                    id,
+                    time_ns,
+                    thread: ThreadRef(thread),
+                    kind: EventKind::Call {
+                        method: MethodId(method),
+                        depth,
+                        caller,
+                        params,
+                        metrics,
+                    },
                 },
-            });
+                symbols,
+            );
         } else if let (Some(end), 0) = (body_end, x & (CALL_CPU | CALL_ALLOC)) {
             // The body is stepped over whole; only what the head
             // implies is checked. (Metrics are deltas on the
@@ -1142,18 +1172,21 @@ fn head_body(
         if p.pick(id, time_ns, thread, true, method, symbols) {
             let (outcome, metrics) = read_return_body(c, x, h.skip_values, st)?;
             body_ends(c, body_end)?;
-            picked = Some(Event {
-                id,
-                time_ns,
-                thread: ThreadRef(thread),
-                kind: EventKind::Return {
-                    method: MethodId(method),
-                    depth,
-                    outcome,
-                    elapsed_ns,
-                    metrics,
+            p.event(
+                Event {
+                    id,
+                    time_ns,
+                    thread: ThreadRef(thread),
+                    kind: EventKind::Return {
+                        method: MethodId(method),
+                        depth,
+                        outcome,
+                        elapsed_ns,
+                        metrics,
+                    },
                 },
-            });
+                symbols,
+            );
         } else {
             if (x & RET_OUTCOME_MASK) >> RET_OUTCOME_SHIFT == 3 {
                 return Err(c.err("a known RETURN outcome"));
@@ -1180,7 +1213,7 @@ fn head_body(
         }
         st.end_return(depth);
     }
-    Ok(picked)
+    Ok(())
 }
 
 /// A CALL's caller, parameters and metrics.

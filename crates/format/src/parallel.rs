@@ -168,7 +168,10 @@ impl ChunkFile {
     /// (values only without `skip_values`); without, they are only
     /// counted. It gets every other event whole; the rest are stepped
     /// over with the same checks as a full decode. `any_order` as for
-    /// `for_each_picked`. Returns how many CALLs and RETURNs were picked.
+    /// `for_each_picked`; without `build` as well, a version 2 chunk's
+    /// times are stepped over, not read, and the `time_ns` of the events
+    /// `scan` gets means nothing (a count by type and method reads none).
+    /// Returns how many CALLs and RETURNs were picked.
     pub fn for_each_method_match(
         &self,
         i: usize,
@@ -183,19 +186,33 @@ impl ChunkFile {
             dec.any_order = any_order;
             let mut verdicts = std::mem::take(&mut dec.verdicts);
             verdicts.clear();
-            let mut p = MethodPick {
-                scan,
-                verdicts: &mut verdicts,
-                build,
-                picked: 0,
-            };
-            if build && !any_order && dec.is_v2() {
-                // In order, without the merge by time.
-                dec.scan_ranked(symbols, &mut p);
+            let kinds = [scan.can_pick(false), scan.can_pick(true)];
+            // Built or only counted: two loops, so a count's has no
+            // event building in it.
+            if build {
+                let mut p = MethodPick::<_, true> {
+                    kinds,
+                    scan,
+                    verdicts: &mut verdicts,
+                    picked: 0,
+                };
+                if !any_order && dec.is_v2() {
+                    // In order, without the merge by time.
+                    dec.scan_ranked(symbols, &mut p);
+                } else {
+                    dec.scan_heads(symbols, &mut p);
+                }
+                picked = p.picked;
             } else {
+                let mut p = MethodPick::<_, false> {
+                    kinds,
+                    scan,
+                    verdicts: &mut verdicts,
+                    picked: 0,
+                };
                 dec.scan_heads(symbols, &mut p);
+                picked = p.picked;
             }
-            picked = p.picked;
             dec.verdicts = verdicts;
         })?;
         Ok(picked)
@@ -275,6 +292,12 @@ pub trait MethodScan {
     /// the method's symbol; asked again each time for a method the table
     /// does not know.
     fn verdict(&mut self, ret: bool, method: MethodId, symbols: &SymbolTable) -> bool;
+    /// Whether a RETURN (`ret`) or CALL of any method can be picked; when
+    /// not, [`verdict`](Self::verdict) is not asked for that kind.
+    fn can_pick(&self, ret: bool) -> bool {
+        let _ = ret;
+        true
+    }
     /// A picked CALL or RETURN, or any other event, whole.
     fn event(&mut self, ev: Event, symbols: &SymbolTable);
 }

@@ -189,6 +189,20 @@ fn a_picked_head_decodes_whole_as_the_full_decode_does() {
     }
 }
 
+/// An event without its id (and, unless `time`, its time), to compare
+/// events read in another order.
+fn key(e: &Event, time: bool) -> String {
+    let time_ns = if time { e.time_ns } else { 0 };
+    format!(
+        "{:?}",
+        Event {
+            id: 0,
+            time_ns,
+            ..e.clone()
+        }
+    )
+}
+
 /// `for_each_method_match` over every chunk, picking CALLs of even
 /// methods and RETURNs of odd ones: the events given whole, and the count.
 fn by_method(bytes: &[u8], name: &str, build: bool) -> (Vec<Event>, u64) {
@@ -412,15 +426,33 @@ fn a_method_scan_of_thread_streams_keeps_the_merge_order_and_ids() {
         assert_eq!(picked, counted, "{name}: the same count");
         let (others, counted) = by_method_in(&bytes, &name, false, true);
         assert_eq!(picked, counted, "{name}: the same count in any order");
-        let key = |e: &Event| format!("{:?}", Event { id: 0, ..e.clone() });
-        let mut others: Vec<String> = others.iter().map(key).collect();
-        let mut want_others: Vec<String> = want
+        let want_others = |time: bool| {
+            let mut v: Vec<String> = want
+                .iter()
+                .filter(|e| !matches!(e.kind, EventKind::Call { .. } | EventKind::Return { .. }))
+                .map(|e| key(e, time))
+                .collect();
+            v.sort();
+            v
+        };
+        // A count in any order steps over the times (the contract of
+        // `for_each_method_match` without `build`): all else is the same.
+        let mut got: Vec<String> = others.iter().map(|e| key(e, false)).collect();
+        got.sort();
+        assert_eq!(
+            got,
+            want_others(false),
+            "{name}: the other events in any order"
+        );
+        // Built in any order, the times are read.
+        let (built, n) = by_method_in(&bytes, &name, true, true);
+        assert_eq!(n, picked, "{name}: built in any order, the same count");
+        let mut got: Vec<String> = built
             .iter()
             .filter(|e| !matches!(e.kind, EventKind::Call { .. } | EventKind::Return { .. }))
-            .map(key)
+            .map(|e| key(e, true))
             .collect();
-        others.sort();
-        want_others.sort();
-        assert_eq!(others, want_others, "{name}: the other events in any order");
+        got.sort();
+        assert_eq!(got, want_others(true), "{name}: with their times");
     }
 }
