@@ -229,7 +229,13 @@ impl Buffers {
 
     /// Queues `ev`, or drops and counts it when the budget is spent.
     pub fn push(&self, p: &mut Producer, ev: Event) {
-        let slot = Slot::pack(ev);
+        self.push_slot(p, Slot::pack(ev));
+    }
+
+    /// Queues a packed event, its heap part charged to the budget (the
+    /// event is dropped, and counted, when the budget is spent).
+    #[inline]
+    pub fn push_slot(&self, p: &mut Producer, slot: Slot) {
         let extra = slot.heap_bytes();
         if extra > 0 && !self.reserve(extra) {
             self.count_drop(&slot);

@@ -6,8 +6,9 @@
 //! cost of the push. A [`Slot`] holds a CALL without arguments and a
 //! RETURN with no value, a primitive, null, an array or an object (class
 //! and hash) in 40 bytes, and with `metrics=` a CALL without arguments and
-//! a RETURN without a value (elapsed under 4.3 s); any other event is
-//! boxed.
+//! a RETURN without a value (elapsed under 4.3 s), and a CALL with other
+//! arguments in 40 bytes and one block of encoded values; any other event
+//! is boxed.
 
 use vmview_format::{
     Event, EventKind, FormatError, MethodId, Metrics, Outcome, StringId, ThreadRef, TraceWriter,
@@ -35,8 +36,12 @@ const RETURN_OBJECT: u32 = 13;
 const RETURN_ARRAY: u32 = 14;
 /// `boxed` is a `Box<Event>` (`Box::into_raw`).
 const BOXED: u32 = 15;
-/// A CALL with argument values: the `Vec<Value>`'s pointer, capacity and
-/// length in `elapsed_or_box`, `value` and `class`.
+/// A CALL with argument values, encoded into one heap block
+/// ([`encode_params`]): its pointer, length and the number of values in
+/// `elapsed_or_box`, `value` and `class`. One allocation per call, exactly
+/// sized, instead of a `Vec<Value>` and a `String` per string argument:
+/// the calling thread allocates and the writer frees, so every such
+/// allocation misses the calling thread's malloc cache.
 const CALL_PARAMS: u32 = 16;
 /// A CALL without arguments but with metrics (`metrics=`): the CPU time
 /// in `elapsed_or_box`, the allocated bytes in `value`, [`ABSENT`] for one
@@ -130,31 +135,22 @@ impl Slot {
         }
     }
 
-    /// The argument values of a CALL_PARAMS slot.
+    /// The encoded argument values of a CALL_PARAMS slot.
     ///
     /// # Safety
-    /// Once only: the vector owns the allocation afterwards.
-    unsafe fn params(&self) -> Vec<Value> {
-        unsafe {
-            Vec::from_raw_parts(
-                self.elapsed_or_box as *mut Value,
-                self.class as usize,
-                self.value as usize,
-            )
-        }
+    /// Once only: the box owns the allocation afterwards.
+    unsafe fn params(&self) -> Box<[u8]> {
+        let bytes =
+            std::ptr::slice_from_raw_parts_mut(self.elapsed_or_box as *mut u8, self.value as usize);
+        // SAFETY: made by `Box::into_raw` in `call_params`.
+        unsafe { Box::from_raw(bytes) }
     }
 
     /// Heap bytes the slot holds beyond its own 40: a boxed event and
-    /// its parts.
+    /// its parts, or the encoded arguments.
     pub fn heap_bytes(&self) -> u64 {
         if self.tag() == CALL_PARAMS {
-            // SAFETY: read-only look at live elements; `ManuallyDrop`
-            // keeps the vector from being freed here.
-            let params = std::mem::ManuallyDrop::new(unsafe { self.params() });
-            return params
-                .iter()
-                .map(|v| (std::mem::size_of::<Value>() + value_heap(v)) as u64)
-                .sum();
+            return self.value;
         }
         if self.tag() != BOXED {
             return 0;
@@ -215,6 +211,32 @@ impl Slot {
             thread: thread.0,
             depth_tag: depth | CALL_ARGS << 24,
             class: kinds,
+        })
+    }
+
+    /// The slot of a CALL with argument values `args` (any number, any
+    /// kind) and no caller or metrics ([`CALL_PARAMS`]), unless `depth` is
+    /// too deep for one. The values are copied: `args` keeps them (and the
+    /// calling thread frees them).
+    pub fn call_params(
+        time_ns: u64,
+        thread: ThreadRef,
+        method: MethodId,
+        depth: u32,
+        args: &[Value],
+    ) -> Option<Slot> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let bytes = Box::into_raw(encode_params(args));
+        Some(Slot {
+            time_ns,
+            elapsed_or_box: bytes as *mut u8 as u64,
+            value: bytes.len() as u64,
+            method: method.0,
+            thread: thread.0,
+            depth_tag: depth | CALL_PARAMS << 24,
+            class: args.len() as u32,
         })
     }
 
@@ -303,15 +325,9 @@ impl Slot {
                 {
                     return s;
                 }
-                let mut s = small(CALL_PARAMS, *method, *depth);
-                let EventKind::Call { params, .. } = ev.kind else {
-                    unreachable!("matched above")
-                };
-                let mut params = std::mem::ManuallyDrop::new(params);
-                s.elapsed_or_box = params.as_mut_ptr() as u64;
-                s.class = params.len() as u32;
-                s.value = params.capacity() as u64;
-                return s;
+                if let Some(s) = Slot::call_params(ev.time_ns, ev.thread, *method, *depth, params) {
+                    return s;
+                }
             }
             EventKind::Return {
                 method,
@@ -400,7 +416,7 @@ impl Slot {
                     depth,
                     caller: None,
                     // SAFETY: the slot is not dropped after this.
-                    params: unsafe { slot.params() },
+                    params: decode_params(&unsafe { slot.params() }, slot.class as usize),
                     metrics: Metrics::NONE,
                 },
             };
@@ -598,6 +614,96 @@ fn value_from_bits(kind: u32, v: u64) -> Value {
     }
 }
 
+/// A string in [`encode_params`]: `full_len` (u32, [`NO_FULL_LEN`]
+/// for none), the UTF-8 length (u32), the bytes.
+const PARAM_STR: u8 = 0xF0;
+/// A boxed primitive in [`encode_params`]: its class (u32), then its
+/// value, encoded.
+const PARAM_BOXED: u8 = 0xF1;
+/// `full_len` of a string that was not cut (no Java string has 2^32 - 1
+/// characters).
+const NO_FULL_LEN: u32 = u32::MAX;
+
+/// The bytes [`encode_params`] writes for `v`.
+fn param_len(v: &Value) -> usize {
+    match v {
+        Value::Str { text, .. } => 9 + text.len(),
+        Value::Boxed { value, .. } => 5 + param_len(value),
+        _ => 9,
+    }
+}
+
+/// Argument values as one exactly sized block: per value a kind byte
+/// (the [`value_bits`] kind, [`PARAM_STR`] or [`PARAM_BOXED`]) and its
+/// bits, little-endian. [`decode_params`] reads them back.
+fn encode_params(args: &[Value]) -> Box<[u8]> {
+    fn put(out: &mut Vec<u8>, v: &Value) {
+        match v {
+            Value::Str { text, full_len } => {
+                out.push(PARAM_STR);
+                out.extend_from_slice(&full_len.unwrap_or(NO_FULL_LEN).to_le_bytes());
+                out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+                out.extend_from_slice(text.as_bytes());
+            }
+            Value::Boxed { class, value } => {
+                out.push(PARAM_BOXED);
+                out.extend_from_slice(&class.0.to_le_bytes());
+                put(out, value);
+            }
+            v => {
+                let (kind, bits) = value_bits(v).unwrap_or((RETURN_UNAVAILABLE, 0));
+                out.push(kind as u8);
+                out.extend_from_slice(&bits.to_le_bytes());
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(args.iter().map(param_len).sum());
+    for v in args {
+        put(&mut out, v);
+    }
+    debug_assert_eq!(out.len(), out.capacity());
+    out.into_boxed_slice()
+}
+
+/// The `n` values [`encode_params`] wrote into `bytes`; a value cut short
+/// (never written so) reads as [`Value::Unavailable`].
+fn decode_params(bytes: &[u8], n: usize) -> Vec<Value> {
+    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = (b.get(..n)?, b.get(n..)?);
+        *b = rest;
+        Some(head)
+    }
+    fn u32_of(b: &mut &[u8]) -> Option<u32> {
+        Some(u32::from_le_bytes(take(b, 4)?.try_into().ok()?))
+    }
+    fn get(b: &mut &[u8]) -> Option<Value> {
+        let kind = *take(b, 1)?.first()?;
+        Some(match kind {
+            PARAM_STR => {
+                let full_len = Some(u32_of(b)?).filter(|&n| n != NO_FULL_LEN);
+                let len = u32_of(b)? as usize;
+                let text = String::from_utf8_lossy(take(b, len)?).into_owned();
+                Value::Str { text, full_len }
+            }
+            PARAM_BOXED => {
+                let class = StringId(u32_of(b)?);
+                Value::Boxed {
+                    class,
+                    value: Box::new(get(b)?),
+                }
+            }
+            kind => {
+                let bits = u64::from_le_bytes(take(b, 8)?.try_into().ok()?);
+                value_from_bits(u32::from(kind), bits)
+            }
+        })
+    }
+    let mut b = bytes;
+    (0..n)
+        .map(|_| get(&mut b).unwrap_or(Value::Unavailable))
+        .collect()
+}
+
 /// Whether a CALL or RETURN carries no metrics (`metrics=` off).
 fn no_metrics(m: &Metrics) -> bool {
     m.cpu_ns.is_none() && m.alloc_bytes.is_none()
@@ -693,6 +799,22 @@ mod tests {
     }
 
     #[test]
+    fn encoded_arguments_cut_short_read_as_unavailable() {
+        let text = Value::Str {
+            text: "abc".into(),
+            full_len: Some(7),
+        };
+        let bytes = encode_params(&[Value::Int(5), text.clone()]);
+        assert_eq!(decode_params(&bytes, 2), vec![Value::Int(5), text]);
+        let cut = &bytes[..bytes.len() - 1];
+        assert_eq!(
+            decode_params(cut, 2),
+            vec![Value::Int(5), Value::Unavailable]
+        );
+        assert_eq!(decode_params(&[], 1), vec![Value::Unavailable]);
+    }
+
+    #[test]
     fn every_kind_of_event_comes_back_unchanged() {
         let s = StringId(3);
         let values = [
@@ -723,8 +845,35 @@ mod tests {
                 value: Box::new(Value::Int(4)),
             },
         ];
+        // Every kind of value as arguments, a cut string and one outside
+        // ASCII among them: one CALL_PARAMS block.
+        let mut all = values.to_vec();
+        all.push(Value::Str {
+            text: "√π ünïcode".into(),
+            full_len: None,
+        });
+        all.push(Value::Str {
+            text: String::new(),
+            full_len: Some(0),
+        });
+        let every_value = EventKind::Call {
+            method: MethodId(1),
+            depth: 2,
+            caller: None,
+            params: all,
+            metrics: Metrics::NONE,
+        };
+        let packed = Slot::pack(ev(every_value.clone()));
+        assert_eq!(packed.tag(), CALL_PARAMS);
+        let EventKind::Call { params, .. } = &every_value else {
+            unreachable!()
+        };
+        let encoded: usize = params.iter().map(param_len).sum();
+        assert_eq!(packed.heap_bytes(), encoded as u64);
+        drop(packed);
         let mut kinds: Vec<EventKind> =
             values.into_iter().map(|v| ret(Outcome::Value(v))).collect();
+        kinds.push(every_value);
         kinds.extend([
             ret(Outcome::Void),
             ret(Outcome::Exception { class: s }),

@@ -307,6 +307,11 @@ impl ThreadState {
         let Some(thread) = self.thread(agent) else {
             return;
         };
+        self.push_event(agent, thread, time_ns, kind);
+    }
+
+    /// Queues an event of `thread` (this thread's handle), packed.
+    fn push_event(&mut self, agent: &Recording, thread: ThreadRef, time_ns: u64, kind: EventKind) {
         let buffer = self.buffer(agent);
         agent.buffers.push(
             buffer,
@@ -320,31 +325,38 @@ impl ThreadState {
     }
 
     /// [`emit`](ThreadState::emit) of a CALL without caller or metrics:
-    /// the call path's fast path, straight into a small slot when its
-    /// arguments (the probe's buffered ones, `pending_args`, taken here)
-    /// fit one, with no [`Event`] built and no allocation.
+    /// the call path's fast path, with no [`Event`] built. The arguments
+    /// (the probe's buffered ones, `pending_args`) go into the slot when
+    /// one or two plain values fit it, else into one block the slot owns
+    /// ([`Slot::call_params`]); `pending_args` is cleared, keeping its
+    /// capacity, and its strings are freed here, on the thread that
+    /// allocated them.
     #[inline]
     pub fn emit_call(&mut self, agent: &Recording, time_ns: u64, method: MethodId, depth: u32) {
         let Some(thread) = self.thread(agent) else {
             self.pending_args.clear();
             return;
         };
-        let slot = if self.pending_args.is_empty() {
-            Slot::small_call(time_ns, thread, method, depth)
-        } else {
-            Slot::small_call_args(time_ns, thread, method, depth, &self.pending_args)
-        };
-        if let Some(slot) = slot {
+        let args = &self.pending_args;
+        if args.is_empty() {
+            if let Some(slot) = Slot::small_call(time_ns, thread, method, depth) {
+                let buffer = self.buffer(agent);
+                agent.buffers.push_small(buffer, slot);
+                return;
+            }
+        } else if let Some(slot) = Slot::small_call_args(time_ns, thread, method, depth, args) {
             self.pending_args.clear();
             let buffer = self.buffer(agent);
             agent.buffers.push_small(buffer, slot);
             return;
+        } else if let Some(slot) = Slot::call_params(time_ns, thread, method, depth, args) {
+            self.pending_args.clear();
+            let buffer = self.buffer(agent);
+            agent.buffers.push_slot(buffer, slot);
+            return;
         }
-        let params = if self.pending_args.is_empty() {
-            Vec::new()
-        } else {
-            std::mem::take(&mut self.pending_args)
-        };
+        // Deeper than a slot holds.
+        let params = std::mem::take(&mut self.pending_args);
         let kind = EventKind::Call {
             metrics: Metrics::NONE,
             method,
@@ -352,16 +364,7 @@ impl ThreadState {
             caller: None,
             params,
         };
-        let buffer = self.buffer(agent);
-        agent.buffers.push(
-            buffer,
-            Event {
-                id: 0,
-                time_ns,
-                thread,
-                kind,
-            },
-        );
+        self.push_event(agent, thread, time_ns, kind);
     }
 
     /// [`emit`](ThreadState::emit) of a RETURN without metrics: a small
@@ -379,25 +382,21 @@ impl ThreadState {
         let Some(thread) = self.thread(agent) else {
             return;
         };
-        let slot = Slot::small_return(time_ns, thread, method, depth, elapsed_ns, &outcome);
-        let buffer = self.buffer(agent);
-        match slot {
-            Some(slot) => agent.buffers.push_small(buffer, slot),
-            None => agent.buffers.push(
-                buffer,
-                Event {
-                    id: 0,
-                    time_ns,
-                    thread,
-                    kind: EventKind::Return {
-                        metrics: Metrics::NONE,
-                        method,
-                        depth,
-                        outcome,
-                        elapsed_ns,
-                    },
-                },
-            ),
+        match Slot::small_return(time_ns, thread, method, depth, elapsed_ns, &outcome) {
+            Some(slot) => {
+                let buffer = self.buffer(agent);
+                agent.buffers.push_small(buffer, slot);
+            }
+            None => {
+                let kind = EventKind::Return {
+                    metrics: Metrics::NONE,
+                    method,
+                    depth,
+                    outcome,
+                    elapsed_ns,
+                };
+                self.push_event(agent, thread, time_ns, kind);
+            }
         }
     }
 
