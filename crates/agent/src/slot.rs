@@ -38,10 +38,10 @@ const RETURN_ARRAY: u32 = 14;
 const BOXED: u32 = 15;
 /// A CALL with argument values, encoded into one heap block
 /// ([`encode_params`]): its pointer, length and the number of values in
-/// `elapsed_or_box`, `value` and `class`. One allocation per call, exactly
-/// sized, instead of a `Vec<Value>` and a `String` per string argument:
-/// the calling thread allocates and the writer frees, so every such
-/// allocation misses the calling thread's malloc cache.
+/// `elapsed_or_box`, `value` and `class`. No `Vec<Value>` and no `String`
+/// per string argument that the calling thread allocates and the writer
+/// frees (each such allocation misses the calling thread's malloc cache);
+/// a short block is reused ([`spare`]).
 const CALL_PARAMS: u32 = 16;
 /// A CALL without arguments but with metrics (`metrics=`): the CPU time
 /// in `elapsed_or_box`, the allocated bytes in `value`, [`ABSENT`] for one
@@ -86,7 +86,7 @@ impl Drop for Slot {
             // (which takes it back) forgets the slot.
             BOXED => drop(unsafe { Box::from_raw(self.elapsed_or_box as *mut Event) }),
             // SAFETY: the parts of a vector `pack` forgot; as above.
-            CALL_PARAMS => drop(unsafe { self.params() }),
+            CALL_PARAMS => give_back(unsafe { self.params() }),
             _ => {}
         }
     }
@@ -407,6 +407,10 @@ impl Slot {
             };
         }
         if tag == CALL_PARAMS {
+            // SAFETY: the slot is not dropped after this.
+            let block = unsafe { slot.params() };
+            let params = decode_params(&block, slot.class as usize);
+            give_back(block);
             return Event {
                 id: 0,
                 time_ns: slot.time_ns,
@@ -415,8 +419,7 @@ impl Slot {
                     method,
                     depth,
                     caller: None,
-                    // SAFETY: the slot is not dropped after this.
-                    params: decode_params(&unsafe { slot.params() }, slot.class as usize),
+                    params,
                     metrics: Metrics::NONE,
                 },
             };
@@ -633,36 +636,117 @@ fn param_len(v: &Value) -> usize {
     }
 }
 
-/// Argument values as one exactly sized block: per value a kind byte
-/// (the [`value_bits`] kind, [`PARAM_STR`] or [`PARAM_BOXED`]) and its
-/// bits, little-endian. [`decode_params`] reads them back.
+/// Argument values as one block: per value a kind byte (the
+/// [`value_bits`] kind, [`PARAM_STR`] or [`PARAM_BOXED`]) and its bits,
+/// little-endian; [`decode_params`] reads them back. A block of up to
+/// [`spare::BYTES`] is a reused one of exactly that size (the rest is
+/// not read), a longer one is allocated to size.
 fn encode_params(args: &[Value]) -> Box<[u8]> {
-    fn put(out: &mut Vec<u8>, v: &Value) {
+    fn put(out: &mut [u8], at: &mut usize, v: &Value) {
+        let mut bytes = |b: &[u8]| {
+            out[*at..*at + b.len()].copy_from_slice(b);
+            *at += b.len();
+        };
         match v {
             Value::Str { text, full_len } => {
-                out.push(PARAM_STR);
-                out.extend_from_slice(&full_len.unwrap_or(NO_FULL_LEN).to_le_bytes());
-                out.extend_from_slice(&(text.len() as u32).to_le_bytes());
-                out.extend_from_slice(text.as_bytes());
+                bytes(&[PARAM_STR]);
+                bytes(&full_len.unwrap_or(NO_FULL_LEN).to_le_bytes());
+                bytes(&(text.len() as u32).to_le_bytes());
+                bytes(text.as_bytes());
             }
             Value::Boxed { class, value } => {
-                out.push(PARAM_BOXED);
-                out.extend_from_slice(&class.0.to_le_bytes());
-                put(out, value);
+                bytes(&[PARAM_BOXED]);
+                bytes(&class.0.to_le_bytes());
+                put(out, at, value);
             }
             v => {
                 let (kind, bits) = value_bits(v).unwrap_or((RETURN_UNAVAILABLE, 0));
-                out.push(kind as u8);
-                out.extend_from_slice(&bits.to_le_bytes());
+                bytes(&[kind as u8]);
+                bytes(&bits.to_le_bytes());
             }
         }
     }
-    let mut out = Vec::with_capacity(args.iter().map(param_len).sum());
+    let len: usize = args.iter().map(param_len).sum();
+    let mut out = if len <= spare::BYTES {
+        spare::take()
+    } else {
+        vec![0; len].into_boxed_slice()
+    };
+    let mut at = 0;
     for v in args {
-        put(&mut out, v);
+        put(&mut out, &mut at, v);
     }
-    debug_assert_eq!(out.len(), out.capacity());
-    out.into_boxed_slice()
+    out
+}
+
+/// Blocks of [`encode_params`] of [`BYTES`](spare::BYTES), reused: the
+/// calling thread takes them and the writer gives them back, so that the
+/// call path allocates nothing that another thread frees (such an
+/// allocation always takes malloc's slow path). Each thread keeps a few
+/// ([`LOCAL_MAX`]) and moves them to and from one shared list
+/// ([`SHARED_MAX`], 1 MiB at most) [`MOVE`] at a time: one lock per
+/// `MOVE` calls.
+mod spare {
+    use std::cell::RefCell;
+    use std::sync::Mutex;
+
+    pub const BYTES: usize = 64;
+    const LOCAL_MAX: usize = 128;
+    const MOVE: usize = 64;
+    const SHARED_MAX: usize = 16384;
+
+    static SHARED: Mutex<Vec<Box<[u8]>>> = Mutex::new(Vec::new());
+
+    thread_local! {
+        static LOCAL: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    fn shared() -> std::sync::MutexGuard<'static, Vec<Box<[u8]>>> {
+        SHARED.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A block of `BYTES`, reused when there is one.
+    pub fn take() -> Box<[u8]> {
+        let reused = LOCAL.try_with(|local| {
+            let mut local = local.try_borrow_mut().ok()?;
+            if local.is_empty() {
+                let mut shared = shared();
+                let from = shared.len().saturating_sub(MOVE);
+                local.extend(shared.drain(from..));
+            }
+            local.pop()
+        });
+        reused
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| vec![0; BYTES].into_boxed_slice())
+    }
+
+    /// Keeps `block` (of `BYTES`) for reuse, or frees it when the lists
+    /// are full (or this thread is exiting).
+    pub fn give(block: Box<[u8]>) {
+        let _ = LOCAL.try_with(move |local| {
+            let Ok(mut local) = local.try_borrow_mut() else {
+                return;
+            };
+            local.push(block);
+            if local.len() > LOCAL_MAX {
+                let from = local.len() - MOVE;
+                let mut shared = shared();
+                let room = SHARED_MAX.saturating_sub(shared.len()).min(MOVE);
+                shared.extend(local.drain(from..from + room));
+                local.truncate(from);
+            }
+        });
+    }
+}
+
+/// Gives an [`encode_params`] block back: a reused one for reuse, a
+/// longer one to malloc.
+fn give_back(block: Box<[u8]>) {
+    if block.len() == spare::BYTES {
+        spare::give(block);
+    }
 }
 
 /// The `n` values [`encode_params`] wrote into `bytes`; a value cut short
@@ -799,14 +883,33 @@ mod tests {
     }
 
     #[test]
+    fn a_short_arguments_block_is_reused_a_long_one_is_not() {
+        let short = encode_params(&[Value::Int(1)]);
+        assert_eq!(short.len(), spare::BYTES);
+        let at = short.as_ptr();
+        give_back(short);
+        let again = encode_params(&[Value::Long(2), Value::Null]);
+        assert_eq!(again.as_ptr(), at, "the block given back is taken again");
+        assert_eq!(decode_params(&again, 2), vec![Value::Long(2), Value::Null]);
+        let text = Value::Str {
+            text: "x".repeat(spare::BYTES),
+            full_len: None,
+        };
+        let long = encode_params(std::slice::from_ref(&text));
+        assert_eq!(long.len(), param_len(&text));
+        assert_eq!(decode_params(&long, 1), vec![text]);
+    }
+
+    #[test]
     fn encoded_arguments_cut_short_read_as_unavailable() {
         let text = Value::Str {
             text: "abc".into(),
             full_len: Some(7),
         };
         let bytes = encode_params(&[Value::Int(5), text.clone()]);
+        let used = param_len(&Value::Int(5)) + param_len(&text);
         assert_eq!(decode_params(&bytes, 2), vec![Value::Int(5), text]);
-        let cut = &bytes[..bytes.len() - 1];
+        let cut = &bytes[..used - 1];
         assert_eq!(
             decode_params(cut, 2),
             vec![Value::Int(5), Value::Unavailable]
