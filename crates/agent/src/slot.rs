@@ -521,9 +521,10 @@ impl Slot {
     }
 
     /// Writes the event as number `id`, its time counted from `origin`
-    /// (saturating). A CALL or RETURN of a small slot goes straight from
-    /// the slot's fields to the trace writer (no [`Event`] built); any
-    /// other is unpacked. Says what was written, for `adapt=`.
+    /// (saturating). A CALL (with its arguments) or RETURN of a small
+    /// slot, and a CALL of encoded arguments, go straight from the slot's
+    /// fields to the trace writer (no [`Event`] built); any other is
+    /// unpacked. Says what was written, for `adapt=`.
     #[inline]
     pub fn write_to<W: std::io::Write>(
         self,
@@ -551,6 +552,25 @@ impl Slot {
                 &outcome,
             )?;
             return Ok(Written::Return);
+        }
+        if tag == CALL_ARGS {
+            // The values on the stack: no `Event`, no `Vec`.
+            let n = ((self.class & 0xff) as usize).min(2);
+            let values = [
+                value_from_bits((self.class >> 8) & 0xff, self.elapsed_or_box),
+                value_from_bits((self.class >> 16) & 0xff, self.value),
+            ];
+            out.write_call_args(id, time_ns, thread, method, depth, &values[..n])?;
+            return Ok(Written::Call { depth });
+        }
+        if tag == CALL_PARAMS {
+            let slot = std::mem::ManuallyDrop::new(self);
+            // SAFETY: the slot is not dropped after this.
+            let block = unsafe { slot.params() };
+            let params = decode_params(&block, slot.class as usize);
+            give_back(block);
+            out.write_call_args(id, time_ns, thread, method, depth, &params)?;
+            return Ok(Written::Call { depth });
         }
         let mut e = self.unpack();
         e.id = id;

@@ -898,6 +898,69 @@ impl<W: Write> TraceWriter<W> {
         Ok(())
     }
 
+    /// [`write`](TraceWriter::write) of a CALL with argument values
+    /// `params` and no caller or metrics, given its fields (see
+    /// [`write_call`](TraceWriter::write_call)): the agent's writer
+    /// writes a CALL with arguments through this, with the values on its
+    /// stack rather than in an [`Event`]'s `Vec`.
+    #[inline]
+    pub fn write_call_args(
+        &mut self,
+        id: u64,
+        time_ns: u64,
+        thread: ThreadRef,
+        method: MethodId,
+        depth: u32,
+        params: &[Value],
+    ) -> Result<(), FormatError> {
+        if params.is_empty() {
+            return self.write_call(id, time_ns, thread, method, depth);
+        }
+        if self.v2.is_some() {
+            return self.write(&Event {
+                id,
+                time_ns,
+                thread,
+                kind: EventKind::Call {
+                    method,
+                    depth,
+                    caller: None,
+                    params: params.to_vec(),
+                    metrics: Metrics::NONE,
+                },
+            });
+        }
+        let t = self.begin_v1(id, thread)?;
+        let gen = self.generation;
+        self.defs.method(method, gen, &mut self.buf)?;
+        for p in params {
+            self.defs.value(p, gen, &mut self.buf, 0)?;
+        }
+        let flags = self.flags_v1(id, t);
+        let st = self.threads.get(t, gen);
+        let expected = st.depth.wrapping_add(1);
+        st.begin_call(depth);
+        let mut x = CALL_PARAMS;
+        if depth != expected {
+            x |= CALL_DEPTH;
+        }
+        let buf = &mut self.buf;
+        let tag = OP_CALL | F_KIND | flags;
+        put_head(buf, tag, t, id, self.next_id, time_ns, self.prev_time);
+        buf.push(x);
+        put_u64(buf, u64::from(method.0));
+        if x & CALL_DEPTH != 0 {
+            put_i64(buf, i64::from(depth) - i64::from(expected));
+        }
+        put_u64(buf, params.len() as u64);
+        for p in params {
+            put_value(buf, p);
+        }
+        st.end_call(depth, method.0, time_ns);
+        self.wrote(id, t, time_ns);
+        Ok(())
+    }
+
     /// [`write`](TraceWriter::write) of a RETURN without metrics, given
     /// its fields (see [`write_call`](TraceWriter::write_call)).
     #[allow(clippy::too_many_arguments)]

@@ -1,4 +1,4 @@
-//! `TraceWriter::write_call` and `write_return` (the agent's writer
+//! `TraceWriter::write_call`, `write_call_args` and `write_return` (the agent's writer
 //! thread's fast path, given an event's fields) write exactly the bytes
 //! `write` writes for the same events, in both format versions.
 
@@ -30,8 +30,8 @@ fn encode(
                 caller: None,
                 params,
                 metrics,
-            } if fast && params.is_empty() && no_metrics(metrics) => {
-                w.write_call(e.id, e.time_ns, e.thread, *method, *depth)
+            } if fast && no_metrics(metrics) => {
+                w.write_call_args(e.id, e.time_ns, e.thread, *method, *depth, params)
             }
             EventKind::Return {
                 method,
@@ -94,6 +94,45 @@ fn every_kind_and_value_encodes_the_same_through_the_fast_path() {
     }
     let (events, _) = support::multi_chunk(5_000, 1_000);
     same_bytes(&support::symbols(), &events, 1_000);
+}
+
+#[test]
+fn calls_with_arguments_encode_the_same_through_the_fast_path() {
+    let call = |id: u64, thread: ThreadRef, depth: u32, params: Vec<Value>| Event {
+        id,
+        time_ns: 1_000 + 10 * id,
+        thread,
+        kind: EventKind::Call {
+            method: support::M_ADD,
+            depth,
+            caller: None,
+            params,
+            metrics: Metrics::NONE,
+        },
+    };
+    let events = vec![
+        call(1, support::T_MAIN, 1, support::all_values()),
+        // Not the predicted depth; another thread; a sparse id.
+        call(2, support::T_MAIN, 5, vec![Value::Long(-1), Value::Int(2)]),
+        call(3, support::T_WORKER, 1, vec![Value::Null]),
+        call(7, support::T_MAIN, 6, support::all_values()),
+        // An object of a class never defined: refused as `write` refuses.
+        call(
+            8,
+            support::T_MAIN,
+            7,
+            vec![Value::Object {
+                class: StringId(99_999),
+                hash: 1,
+            }],
+        ),
+        call(9, support::T_MAIN, 7, vec![Value::Boolean(true)]),
+    ];
+    for chunk_bytes in [1, 64, DEFAULT_CHUNK_BYTES] {
+        same_bytes(&support::symbols(), &events, chunk_bytes);
+    }
+    let (results, _) = encode(&support::symbols(), &events, DEFAULT_CHUNK_BYTES, 1, true);
+    assert_eq!(results.iter().filter(|r| *r == "ok").count(), 5);
 }
 
 #[test]
