@@ -360,6 +360,53 @@ fn signal_samples_keep_every_thread_state() {
 }
 
 #[test]
+fn wall_samples_of_one_tick_share_its_time() {
+    // A wall tick signals its threads and does not wait for them: the
+    // busy main thread's answer is taken a pass later (the next tick, or
+    // 10 ms after its tick with a longer interval), yet its sample has the
+    // time of the tick that signalled it, as the idle threads' samples of
+    // that tick (taken at once, their last walk repeated) do.
+    for interval in ["5ms", "40ms"] {
+        let rec = record(
+            &["--events", "samples", "--interval", interval],
+            &[],
+            "fx.HotLoop",
+            &[],
+        );
+        assert!(rec.output.status.success(), "{}", rec.stderr());
+        let events = rec.events();
+        let samples = of_type(&events, "SAMPLE");
+        let time = |s: &Value| s["time_ns"].as_u64().expect("time_ns");
+        let others: std::collections::HashSet<u64> = samples
+            .iter()
+            .filter(|s| s["thread"] != "main")
+            .map(|s| time(s))
+            .collect();
+        let main: Vec<u64> = samples
+            .iter()
+            .filter(|s| s["thread"] == "main")
+            .map(|s| time(s))
+            .collect();
+        let shared = main.iter().filter(|t| others.contains(t)).count();
+        assert!(main.len() >= 10, "{interval}: {} main samples", main.len());
+        assert!(
+            shared * 10 >= main.len() * 9,
+            "{interval}: {shared} of {} main samples share a tick's time with another thread's",
+            main.len()
+        );
+        // One sample per thread per tick, in time order in the trace.
+        let mut by_thread: HashMap<String, u64> = HashMap::new();
+        for s in &samples {
+            let thread = s["thread"].as_str().unwrap_or("-").to_string();
+            let t = time(s);
+            if let Some(prev) = by_thread.insert(thread.clone(), t) {
+                assert!(prev < t, "{interval}: {thread} sampled at {prev} then {t}");
+            }
+        }
+    }
+}
+
+#[test]
 fn a_bad_sampler_is_refused_before_java_starts() {
     let rec = record(
         &["--events", "samples", "--sampler", "fast"],
