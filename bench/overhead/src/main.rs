@@ -53,6 +53,8 @@ Configurations (--only/--skip take these names, comma-separated):
 Server configurations (with --server):
   plain                      Jetty alone (baseline)
   vmview samples             vmview agent, events=samples,interval=10ms (sampler=signal)
+  vmview samples (agent B)   the same with another build's agent, for an A/B in one
+                             interleaved run (only with VMVIEW_AGENT_B=path/to/libvmview_agent.so)
   vmview samples safepoint   the same with sampler=safepoint (GetAllStackTraces)
   jfr                        -XX:StartFlightRecording (default settings)
   async-profiler wall        async-profiler, event=wall,interval=10ms (only with

@@ -53,6 +53,10 @@ enum Observer {
     Vmview {
         options: &'static str,
         env: &'static [(&'static str, &'static str)],
+        /// The agent `AGENT_B_ENV` names instead of the harness's own (the
+        /// row is skipped when the variable is unset): an A/B of two
+        /// builds in one interleaved run.
+        agent_b: bool,
     },
     /// `-XX:StartFlightRecording` with its default settings.
     Jfr,
@@ -66,6 +70,9 @@ enum Observer {
 /// Names async-profiler's `libasyncProfiler.so` for its rows (never built
 /// by the project; absent = those rows skipped with a printed reason).
 pub const ASYNC_PROFILER_ENV: &str = "VMVIEW_ASYNC_PROFILER";
+
+/// Names another build's `libvmview_agent.so` for the `… (agent B)` rows.
+pub const AGENT_B_ENV: &str = "VMVIEW_AGENT_B";
 
 /// One row of the server comparison.
 #[derive(Debug, Clone, Copy)]
@@ -85,6 +92,15 @@ pub const SERVER_CONFIGS: &[ServerConfig] = &[
         observer: Observer::Vmview {
             options: "events=samples,interval=10ms",
             env: &[],
+            agent_b: false,
+        },
+    },
+    ServerConfig {
+        name: "vmview samples (agent B)",
+        observer: Observer::Vmview {
+            options: "events=samples,interval=10ms",
+            env: &[],
+            agent_b: true,
         },
     },
     ServerConfig {
@@ -92,6 +108,7 @@ pub const SERVER_CONFIGS: &[ServerConfig] = &[
         observer: Observer::Vmview {
             options: "events=samples,interval=10ms,sampler=safepoint",
             env: &[],
+            agent_b: false,
         },
     },
     ServerConfig {
@@ -218,6 +235,7 @@ fn run(a: &ServerArgs<'_>, work: &Path) -> anyhow::Result<()> {
         }
     }
     let async_profiler = std::env::var_os(ASYNC_PROFILER_ENV).map(PathBuf::from);
+    let agent_b = std::env::var_os(AGENT_B_ENV).map(PathBuf::from);
     let cp = classpath(a.jars)?;
     let classes = compile(a.java, &cp, work)?;
     let run_cp = format!("{}:{cp}", classes.display());
@@ -235,6 +253,15 @@ fn run(a: &ServerArgs<'_>, work: &Path) -> anyhow::Result<()> {
                     "vmview-overhead: skipping {:?}: set {ASYNC_PROFILER_ENV} to async-profiler's libasyncProfiler.so",
                     c.name
                 );
+                false
+            }
+            Observer::Vmview { agent_b: true, .. } if agent_b.is_none() => {
+                if a.only.iter().any(|n| n == c.name) {
+                    eprintln!(
+                        "vmview-overhead: skipping {:?}: set {AGENT_B_ENV} to another build's libvmview_agent.so",
+                        c.name
+                    );
+                }
                 false
             }
             _ => true,
@@ -264,8 +291,15 @@ fn run(a: &ServerArgs<'_>, work: &Path) -> anyhow::Result<()> {
         for (i, row) in rows.iter().enumerate() {
             let dir = work.join(format!("server-{epoch}-{i}"));
             std::fs::create_dir_all(&dir)?;
-            let s = start(a, &run_cp, &row.config, async_profiler.as_deref(), &dir)
-                .with_context(|| format!("starting the {} server", row.config.name))?;
+            let s = start(
+                a,
+                &run_cp,
+                &row.config,
+                async_profiler.as_deref(),
+                agent_b.as_deref(),
+                &dir,
+            )
+            .with_context(|| format!("starting the {} server", row.config.name))?;
             signal(s.pid, libc::SIGSTOP);
             servers.push(s);
         }
@@ -435,6 +469,7 @@ fn start(
     cp: &str,
     config: &ServerConfig,
     async_profiler: Option<&Path>,
+    agent_b_path: Option<&Path>,
     dir: &Path,
 ) -> anyhow::Result<Running> {
     let mut cmd = Command::new(a.java);
@@ -448,10 +483,18 @@ fn start(
             ));
         }
         Observer::None => {}
-        Observer::Vmview { options, env } => {
+        Observer::Vmview {
+            options,
+            env,
+            agent_b,
+        } => {
+            let agent = match agent_b {
+                true => agent_b_path.context("no agent B")?,
+                false => a.agent,
+            };
             cmd.arg(format!(
                 "-agentpath:{}={options},file={},quiet",
-                a.agent.display(),
+                agent.display(),
                 dir.join("trace.vmv").display()
             ));
             cmd.envs(env.iter().copied());
@@ -887,10 +930,19 @@ fn report_text(a: &ServerArgs<'_>, rows: &[Row], load: (Option<f64>, Option<f64>
         if let Some(why) = &r.failed {
             notes.push(format!("{}: {why}", r.config.name));
         }
-        if let Observer::Vmview { options, env } = r.config.observer {
+        if let Observer::Vmview {
+            options,
+            env,
+            agent_b,
+        } = r.config.observer
+        {
             let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+            let which = match (agent_b, std::env::var(AGENT_B_ENV)) {
+                (true, Ok(path)) => format!(" (agent {path})"),
+                _ => String::new(),
+            };
             notes.push(format!(
-                "{}: {}agent options {options}",
+                "{}: {}agent options {options}{which}",
                 r.config.name,
                 env.concat()
             ));
