@@ -349,7 +349,6 @@ fn create(
             window: AtomicU64::new(pack_window(options_depth)),
             tracing: AtomicU32::new(TRACING_ALWAYS),
             hold_from: AtomicU64::new(u64::MAX),
-            samples_from: AtomicU64::new(u64::MAX),
             phase: AtomicU8::new(LOADED),
         },
         writer: Mutex::new(None),

@@ -75,10 +75,6 @@ pub struct Recording {
     /// events (stamped before the stacks they carry are taken) are on
     /// their way. `u64::MAX` when nothing is held.
     pub hold_from: AtomicU64,
-    /// Events stamped from this time on wait in the writer too: wall
-    /// samples of that tick are still to come (the signal sampler takes
-    /// its threads' answers a pass later). `u64::MAX` when nothing is held.
-    pub samples_from: AtomicU64,
     pub(crate) phase: AtomicU8,
 }
 

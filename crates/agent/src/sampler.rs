@@ -220,13 +220,7 @@ impl Sampler {
             }
         }
         self.run_loop(jni);
-        if let Some(mut s) = self.signal.take() {
-            // The last tick's answers, which no tick waited for.
-            jni.with_local_frame(65_536, || {
-                let walks = s.finish(agent, jni);
-                self.push_walks(jni, &walks);
-            });
-            agent.samples_from.store(u64::MAX, Ordering::Release);
+        if let Some(s) = &mut self.signal {
             s.stop(agent);
         }
     }
@@ -236,14 +230,7 @@ impl Sampler {
         let mut next_sample = self.samples.then(|| Instant::now() + interval);
         loop {
             let next_switch = self.periods.as_ref().map(|p| p.next);
-            // A long interval's wall answers, taken soon after their tick.
-            let next_collect = self.signal.as_ref().and_then(|s| s.collect_due());
-            let Some(next) = next_sample
-                .into_iter()
-                .chain(next_switch)
-                .chain(next_collect)
-                .min()
-            else {
+            let Some(next) = next_sample.into_iter().chain(next_switch).min() else {
                 return;
             };
             let stopping = self.wait_until(next);
@@ -257,9 +244,6 @@ impl Sampler {
             let now = Instant::now();
             if next_switch.is_some_and(|t| t <= now) {
                 jni.with_local_frame(512, || self.switch_period(jni));
-            }
-            if next_collect.is_some_and(|t| t <= now) {
-                jni.with_local_frame(65_536, || self.collect(jni));
             }
             if let Some(t) = next_sample.filter(|t| *t <= now) {
                 // One reference per thread arrives at once (HotSpot's default
@@ -433,9 +417,50 @@ impl Sampler {
         if let Some(mut signal) = self.signal.take() {
             let walks = signal.tick(self.agent, jni);
             self.signal = Some(signal);
-            self.push_walks(jni, &walks);
-            if let Some(s) = &self.signal {
-                s.hold(self.agent);
+            let contended = self.monitors
+                && walks
+                    .iter()
+                    .any(|w| w.state & sys::JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER != 0);
+            if self.held.len() > HELD_CACHE {
+                self.held.clear();
+            }
+            if self.stacks.len() > HELD_CACHE {
+                self.stacks.clear();
+            }
+            for w in &walks {
+                let t = StackTrace {
+                    thread: w.thread.get(),
+                    state: w.state,
+                    frames: &w.frames,
+                };
+                // A thread that has not run since its last walk holds what
+                // it held then: asking again (a handshake with the thread)
+                // would only stop it. One that ran is asked afresh.
+                if !w.reused {
+                    self.held.remove(&w.tid);
+                }
+                let monitors = if !contended {
+                    Vec::new()
+                } else if let Some(held) = self.held.get(&w.tid).filter(|_| w.reused) {
+                    held.clone()
+                } else {
+                    let held = held_monitors(self.agent, jni, t.thread);
+                    self.held.insert(w.tid, held.clone());
+                    held
+                };
+                // The reactions detector reads each sample's frames, so
+                // it gets them resolved every time.
+                let known = (w.reused && self.reactions.is_none())
+                    .then(|| self.stacks.get(&w.tid).copied())
+                    .flatten();
+                let resolved = match known {
+                    Some(known) => known,
+                    None => self.resolve(jni, &t, w.pc),
+                };
+                if !w.reused {
+                    self.stacks.insert(w.tid, resolved);
+                }
+                self.record(jni, &t, resolved, w.time_ns, monitors);
             }
             if let Some(d) = self.reactions.as_mut().filter(|d| d.due()) {
                 d.switch(self.agent, jni);
@@ -471,61 +496,6 @@ impl Sampler {
         }
         if let Some(d) = self.reactions.as_mut().filter(|d| d.due()) {
             d.switch(self.agent, jni);
-        }
-    }
-
-    /// The signal sampler's answers that came since its last tick.
-    fn collect(&mut self, jni: Jni) {
-        if let Some(mut signal) = self.signal.take() {
-            let walks = signal.collect(self.agent, jni);
-            self.push_walks(jni, &walks);
-            signal.hold(self.agent);
-            self.signal = Some(signal);
-        }
-    }
-
-    /// Writes the signal sampler's walks (in time order) as SAMPLEs.
-    fn push_walks(&mut self, jni: Jni, walks: &[crate::signal_sampler::Walk]) {
-        if self.held.len() > HELD_CACHE {
-            self.held.clear();
-        }
-        if self.stacks.len() > HELD_CACHE {
-            self.stacks.clear();
-        }
-        for w in walks {
-            let t = StackTrace {
-                thread: w.thread.get(),
-                state: w.state,
-                frames: &w.frames,
-            };
-            // A thread that has not run since its last walk holds what
-            // it held then: asking again (a handshake with the thread)
-            // would only stop it. One that ran is asked afresh.
-            if !w.reused {
-                self.held.remove(&w.tid);
-            }
-            let monitors = if !(self.monitors && w.monitors) {
-                Vec::new()
-            } else if let Some(held) = self.held.get(&w.tid).filter(|_| w.reused) {
-                held.clone()
-            } else {
-                let held = held_monitors(self.agent, jni, t.thread);
-                self.held.insert(w.tid, held.clone());
-                held
-            };
-            // The reactions detector reads each sample's frames, so
-            // it gets them resolved every time.
-            let known = (w.reused && self.reactions.is_none())
-                .then(|| self.stacks.get(&w.tid).copied())
-                .flatten();
-            let resolved = match known {
-                Some(known) => known,
-                None => self.resolve(jni, &t, w.pc),
-            };
-            if !w.reused {
-                self.stacks.insert(w.tid, resolved);
-            }
-            self.record(jni, &t, resolved, w.time_ns, monitors);
         }
     }
 

@@ -61,18 +61,10 @@ const DEPTH: usize = crate::sampler::MAX_DEPTH as usize;
 const SLOTS: usize = 256;
 /// Most threads signalled per wall tick.
 pub const WALL_THREADS: usize = 32;
-/// The longest a wall tick that waits (one with a BLOCKED thread, or the
-/// last drain of a recording) waits for the signalled threads' answers.
-/// An answer that comes later is taken by a later pass.
+/// The longest a wall tick waits for the signalled threads to answer. A
+/// thread that answers later is dropped (its state would be stale).
 const ANSWER_WAIT: Duration = Duration::from_millis(50);
 const SIGNAL: c_int = libc::SIGPROF;
-/// With an interval longer than this, a wall tick's answers are taken
-/// this long after it instead of at the next tick.
-const DRAIN_AFTER: Duration = Duration::from_millis(10);
-/// The longest the writer is held back for answers not taken yet
-/// ([`SignalSampler::hold`]); an answer later than that may be written
-/// after newer events.
-pub const HOLD_LIMIT: Duration = Duration::from_millis(100);
 /// A wall request unanswered this long is taken as lost (at least ten
 /// intervals): its thread is signalled again.
 const LOST_AFTER: Duration = Duration::from_secs(1);
@@ -444,67 +436,6 @@ pub struct Walk {
     /// Whether the thread has not run since its last walk, whose frames
     /// these are (it holds the same monitors too).
     pub reused: bool,
-    /// Whether the sample lists the monitors its thread holds: a wall
-    /// sample of a tick in which a thread was BLOCKED entering one.
-    pub monitors: bool,
-}
-
-/// What a wall pass does ([`SignalSampler::wall`]).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Pass {
-    /// Takes the answers in, signals the chosen threads.
-    Tick,
-    /// Takes the answers in.
-    Collect,
-    /// Waits for the answers still out and takes them in.
-    Finish,
-}
-
-/// A wall signal not answered yet.
-#[derive(Clone, Copy)]
-struct Request {
-    /// The thread's JVMTI state bits when it was signalled.
-    state: u32,
-    /// When the signal was sent.
-    sent: u64,
-    /// The time of the tick that sent it, which its sample carries.
-    tick_ns: u64,
-    /// Whether that tick had a thread BLOCKED ([`Walk::monitors`]).
-    monitors: bool,
-    /// The virtual thread the carrier ran then (its global reference),
-    /// 0: none.
-    vthread: usize,
-}
-
-/// The live threads a tick found ([`SignalSampler::live`]).
-struct Live {
-    /// (tid, thread, JVMTI state bits)
-    threads: Vec<(i32, LocalRef, u32)>,
-    /// Where each tid is in `threads`.
-    index: HashMap<i32, usize>,
-    /// The virtual thread each carrier ran, by tid (global references).
-    vthreads: HashMap<i32, usize>,
-}
-
-impl Live {
-    fn thread(&self, tid: i32) -> Option<&LocalRef> {
-        self.index.get(&tid).map(|&i| &self.threads[i].1)
-    }
-
-    /// The virtual thread the carrier `tid` ran when the tick began, 0:
-    /// none.
-    fn vthread(&self, tid: i32) -> usize {
-        self.vthreads.get(&tid).copied().unwrap_or(0)
-    }
-}
-
-/// The virtual thread the carrier `tid` runs now, 0: none.
-fn mounted_now(tid: i32) -> usize {
-    mounted()
-        .as_ref()
-        .and_then(|m| m.get(&tid))
-        .copied()
-        .unwrap_or(0)
 }
 
 /// A walk as the handler left it: the frames, and the thread's CPU time
@@ -560,18 +491,15 @@ pub struct SignalSampler {
     failed: [u64; CODE_NAMES.len()],
     /// Answers of threads without a JNIEnv.
     not_java: u64,
-    /// Wall signals not answered yet, by thread id.
-    outstanding: HashMap<i32, Request>,
+    /// Wall requests not answered yet: thread id to (state bits asked,
+    /// time the signal was sent).
+    outstanding: HashMap<i32, (u32, u64)>,
     /// Whether a jmethodID is `Continuation.enterSpecial`, by id.
     entry_frames: HashMap<usize, bool>,
     /// Whether this JVM has continuations (JDK 19 and later), whose
     /// entry frames [`SignalSampler::cut_continuations`] looks for.
     continuations: bool,
     late: u64,
-    /// When the last wall tick began, and whether its answers were
-    /// collected since ([`SignalSampler::collect_due`]).
-    last_tick: Instant,
-    collected: bool,
     /// Each thread's last walk (wall sampling), repeated while the thread
     /// does not run.
     last_walk: HashMap<i32, Answer>,
@@ -642,8 +570,6 @@ impl SignalSampler {
                 .is_ok_and(|v| crate::vthreads::major(v) >= 19),
             outstanding: HashMap::default(),
             late: 0,
-            last_tick: Instant::now(),
-            collected: true,
             last_walk: HashMap::default(),
             reused: 0,
             unresolved: 0,
@@ -677,9 +603,7 @@ impl SignalSampler {
     }
 
     /// One tick: signals the threads (wall) or keeps their CPU timers, and
-    /// returns the samples taken, in time order. A wall tick does not wait
-    /// for the threads it signals (see [`SignalSampler::wall`]): their
-    /// answers are taken at the next tick, with this tick's time.
+    /// returns the samples taken.
     pub fn tick(&mut self, agent: &Agent, jni: Jni) -> Vec<Walk> {
         // A walk met a method without a jmethodID (a class that slipped
         // past both the pass and ClassPrepare): another pass, at most one
@@ -689,79 +613,16 @@ impl SignalSampler {
             self.ids_made = Instant::now();
             self.ids_missing = false;
         }
-        let Some(live) = self.live(agent, jni) else {
-            return Vec::new();
-        };
-        if self.cpu {
-            return self.cpu_tick(agent, jni, &live);
-        }
-        self.last_tick = Instant::now();
-        self.collected = false;
-        self.wall(agent, jni, &live, Pass::Tick)
-    }
-
-    /// When the answers of the last wall tick should be taken without
-    /// waiting for the next tick: [`DRAIN_AFTER`] after it, when the
-    /// interval is longer than that (so that a sample is pushed soon after
-    /// its time, within the writer's hold-back, whatever the interval).
-    pub fn collect_due(&self) -> Option<Instant> {
-        (!self.cpu
-            && !self.collected
-            && self.interval > DRAIN_AFTER
-            && !self.outstanding.is_empty())
-        .then(|| self.last_tick + DRAIN_AFTER)
-    }
-
-    /// Takes the answers that came since the last tick (no signal, no
-    /// wait).
-    pub fn collect(&mut self, agent: &Agent, jni: Jni) -> Vec<Walk> {
-        self.collected = true;
-        let Some(live) = self.live(agent, jni) else {
-            return Vec::new();
-        };
-        self.wall(agent, jni, &live, Pass::Collect)
-    }
-
-    /// Tells the writer how far it may write: not past the time of the
-    /// oldest tick whose answers are still out (they will be pushed with
-    /// that time); the writer holds back for at most [`HOLD_LIMIT`].
-    /// Called once the samples a pass returned are pushed.
-    pub fn hold(&self, agent: &Agent) {
-        let oldest = self
-            .outstanding
-            .values()
-            .map(|r| r.tick_ns)
-            .min()
-            .unwrap_or(u64::MAX);
-        agent.samples_from.store(oldest, Ordering::Release);
-    }
-
-    /// At the end of a recording: waits (at most [`ANSWER_WAIT`]) for the
-    /// answers still outstanding and returns their samples, so that the
-    /// last tick's samples are not lost.
-    pub fn finish(&mut self, agent: &Agent, jni: Jni) -> Vec<Walk> {
-        if self.cpu || self.outstanding.is_empty() {
-            return Vec::new();
-        }
-        let Some(live) = self.live(agent, jni) else {
-            return Vec::new();
-        };
-        self.wall(agent, jni, &live, Pass::Finish)
-    }
-
-    /// The live threads other than the sampler's own, with their tids and
-    /// JVMTI states; a carrier running a virtual thread stands for the
-    /// virtual thread, with that thread's own state.
-    fn live(&mut self, agent: &Agent, jni: Jni) -> Option<Live> {
-        let all = match agent.jvmti.all_threads(jni) {
+        let threads = match agent.jvmti.all_threads(jni) {
             Ok(t) => t,
             Err(e) => {
                 agent.problems.jvmti(e);
-                return None;
+                return Vec::new();
             }
         };
-        let mut threads: Vec<(i32, LocalRef, u32)> = Vec::with_capacity(all.len());
-        for t in all {
+        // (tid, thread, state bits)
+        let mut live: Vec<(i32, LocalRef, u32)> = Vec::with_capacity(threads.len());
+        for t in threads {
             let Ok(state) = agent.jvmti.thread_state(t.get()) else {
                 continue;
             };
@@ -772,24 +633,24 @@ impl SignalSampler {
                 continue;
             };
             if tid != self.own_tid {
-                threads.push((tid, t, state));
+                live.push((tid, t, state));
             }
         }
-        // Where each live thread is in `threads`: the answers, the idle
-        // set and the timers look threads up by tid, and a server can have
+        // Where each live thread is in `live`: the answers, the idle set
+        // and the timers look threads up by tid, and a server can have
         // thousands of them (a scan per answer would be quadratic).
-        let index: HashMap<i32, usize> = threads
+        let index: HashMap<i32, usize> = live
             .iter()
             .enumerate()
             .map(|(i, (tid, _, _))| (*tid, i))
             .collect();
         // A carrier running a virtual thread: the sample is the virtual
         // thread's, with its own state (JVMTI calls the carrier waiting).
-        let mut vthreads = HashMap::default();
-        {
+        let vthreads: Vec<(i32, usize)> = {
             let map = mounted();
+            let mut v = Vec::new();
             if let Some(map) = map.as_ref() {
-                for entry in threads.iter_mut() {
+                for entry in live.iter_mut() {
                     if let Some(&global) = map.get(&entry.0) {
                         let local = jni_new_local(jni, global as sys::jobject);
                         if local.is_null() {
@@ -799,85 +660,72 @@ impl SignalSampler {
                         if let Ok(state) = agent.jvmti.thread_state(local.get()) {
                             entry.1 = local;
                             entry.2 = state;
-                            vthreads.insert(entry.0, global);
+                            v.push((entry.0, global));
                         }
                     }
                 }
             }
+            v
+        };
+        // Whether the carrier `tid` still runs the virtual thread it ran
+        // when the tick began (else its walk is of something else).
+        let same_mount = |tid: i32| -> bool {
+            match vthreads.iter().find(|(t, _)| *t == tid) {
+                None => true,
+                Some((_, global)) => mounted()
+                    .as_ref()
+                    .and_then(|m| m.get(&tid))
+                    .is_some_and(|g| g == global),
+            }
+        };
+        if self.cpu {
+            self.keep_timers(agent, &live, &index);
+            let mut out = Vec::new();
+            self.drain(|tid, cpu, time, answer| {
+                let Some(Answer { frames, pc, .. }) = answer.filter(|_| cpu) else {
+                    return;
+                };
+                if !same_mount(tid) {
+                    return;
+                }
+                if let Some((_, t, _)) = index.get(&tid).map(|&i| &live[i]) {
+                    out.push(Walk {
+                        thread: LocalRef::new(jni, jni_new_local(jni, t.get())),
+                        state: sys::JVMTI_THREAD_STATE_ALIVE | sys::JVMTI_THREAD_STATE_RUNNABLE,
+                        time_ns: time,
+                        frames,
+                        tid,
+                        reused: false,
+                        pc,
+                    });
+                }
+            });
+            self.cut_continuations(agent, jni, &mut out);
+            return out;
         }
-        Some(Live {
-            threads,
-            index,
-            vthreads,
-        })
-    }
-
-    /// A CPU tick: keeps the timers and takes the samples in the ring.
-    fn cpu_tick(&mut self, agent: &Agent, jni: Jni, live: &Live) -> Vec<Walk> {
-        self.keep_timers(agent, &live.threads, &live.index);
-        let mut out = Vec::new();
-        self.drain(|tid, cpu, time, answer| {
-            let Some(Answer { frames, pc, .. }) = answer.filter(|_| cpu) else {
-                return;
-            };
-            // The carrier still runs the virtual thread it ran when the
-            // tick began (else its walk is of something else).
-            if live.vthread(tid) != 0 && mounted_now(tid) != live.vthread(tid) {
-                return;
-            }
-            if let Some(t) = live.thread(tid) {
-                out.push(Walk {
-                    thread: LocalRef::new(jni, jni_new_local(jni, t.get())),
-                    state: sys::JVMTI_THREAD_STATE_ALIVE | sys::JVMTI_THREAD_STATE_RUNNABLE,
-                    time_ns: time,
-                    frames,
-                    tid,
-                    reused: false,
-                    pc,
-                    monitors: false,
-                });
-            }
-        });
-        self.cut_continuations(agent, jni, &mut out);
-        out.sort_by_key(|w| w.time_ns);
-        out
-    }
-
-    /// A wall tick (`signal`), or the last drain of a recording.
-    ///
-    /// First the answers to earlier ticks' signals are taken from the
-    /// ring, each with the time and the state of the tick that signalled
-    /// its thread: the samples of one tick are one moment of the JVM,
-    /// whenever their answers came. A thread with a request outstanding
-    /// is not signalled again until it answers (or, past LOST_AFTER, its
-    /// signal is taken as lost). Then the chosen threads are signalled,
-    /// and the tick returns without waiting for them, so the sampler
-    /// thread never sleeps while the threads it interrupted are busy
-    /// answering (and a thread waiting for a CPU costs it nothing). Only a
-    /// tick in which a chosen thread is BLOCKED entering a monitor waits
-    /// for its answers (at most four intervals, 50 ms): its samples list
-    /// the monitors each thread holds, read by the sampler right after,
-    /// so that a blocked thread's sample and its holder's name the
-    /// monitors of that moment, not of the next tick's.
-    fn wall(&mut self, agent: &Agent, jni: Jni, live: &Live, pass: Pass) -> Vec<Walk> {
+        // Answers to signals of earlier ticks that came after their tick
+        // stopped waiting: a thread that waits for a CPU on a loaded
+        // machine answers late, and dropping those would leave out the
+        // busiest threads. They are taken with the state asked when they
+        // were signalled, at this tick's time; a thread with a request
+        // outstanding is not signalled again until it answers (or, past
+        // LOST_AFTER, its signal is taken as lost).
         let mut outstanding = std::mem::take(&mut self.outstanding);
         let now_ns = crate::clock::now_ns();
-        let signal = pass == Pass::Tick;
-        if signal {
-            // Nothing of this tick's time may be written before its
-            // answers are pushed ([`SignalSampler::hold`] moves it on).
-            agent.samples_from.fetch_min(now_ns, Ordering::AcqRel);
-        }
         let lost_after = LOST_AFTER.max(self.interval * 10).as_nanos() as u64;
-        outstanding.retain(|_, r| now_ns.saturating_sub(r.sent) < lost_after);
+        outstanding.retain(|_, (_, sent)| now_ns.saturating_sub(*sent) < lost_after);
+        // Wall samples carry the tick's time, as the safepoint sampler's
+        // do: the samples of one tick are one moment of the JVM (the
+        // monitors a blocked thread waits for and who holds them).
         let tick_ns = now_ns;
         let mut out = Vec::new();
         let mut late = 0;
         // The last walk of each thread, for the threads that have not run
         // since (see IDLE_CPU_NS); only threads still alive are kept.
         let mut last = std::mem::take(&mut self.last_walk);
-        last.retain(|tid, _| live.index.contains_key(tid));
-        let mut take = |outstanding: &mut HashMap<i32, Request>,
+        last.retain(|tid, _| index.contains_key(tid));
+        let carrier = |tid: i32| vthreads.iter().any(|(t, _)| *t == tid);
+        let mut take = |outstanding: &mut HashMap<i32, (u32, u64)>,
                         last: &mut HashMap<i32, Answer>,
                         out: &mut Vec<Walk>,
                         tid: i32,
@@ -888,32 +736,25 @@ impl SignalSampler {
                 return;
             }
             match outstanding.get(&tid) {
-                Some(&req) if time >= req.sent => {
+                Some(&(state, sent)) if time >= sent => {
                     outstanding.remove(&tid);
-                    // A carrier must still run the virtual thread it ran
-                    // when it was signalled, and the one this tick found
-                    // (whose reference the sample takes): else the walk
-                    // may be of another thread.
-                    let same = live.vthread(tid) == req.vthread
-                        && (req.vthread == 0 || mounted_now(tid) == req.vthread);
-                    let Some(answer) = answer.filter(|_| same) else {
+                    let Some(answer) = answer.filter(|_| same_mount(tid)) else {
                         last.remove(&tid);
                         return;
                     };
-                    if let Some(t) = live.thread(tid) {
+                    if let Some((_, t, _)) = index.get(&tid).map(|&i| &live[i]) {
                         out.push(Walk {
                             thread: LocalRef::new(jni, jni_new_local(jni, t.get())),
-                            state: req.state,
-                            time_ns: req.tick_ns,
+                            state,
+                            time_ns: tick_ns,
                             frames: answer.frames.clone(),
                             tid,
                             reused: false,
                             pc: answer.pc,
-                            monitors: req.monitors,
                         });
                         // A carrier's walk is its virtual thread's: never
                         // reused (the next mount is another thread's).
-                        if req.vthread != 0 || answer.thread_cpu == 0 {
+                        if carrier(tid) || answer.thread_cpu == 0 {
                             last.remove(&tid);
                         } else {
                             last.insert(tid, answer);
@@ -934,122 +775,89 @@ impl SignalSampler {
                 answer,
             )
         });
-        let mut asked = Vec::new();
-        let mut wait = pass == Pass::Finish;
-        // Counted up before each signal of a tick that waits; answers of
-        // earlier ticks that come meanwhile take one off too: at worst the
-        // wait below wakes early.
+        // A rotating subset when there are many threads.
+        let ready: Vec<usize> = (0..live.len())
+            .filter(|&i| !outstanding.contains_key(&live[i].0))
+            .collect();
+        let n = ready.len();
+        let chosen: Vec<usize> = if n <= WALL_THREADS {
+            ready
+        } else {
+            let first = self.rotate % n;
+            self.rotate = (first + WALL_THREADS) % n;
+            (0..WALL_THREADS).map(|i| ready[(first + i) % n]).collect()
+        };
+        let pid = std::process::id() as i32;
+        let mut asked = Vec::with_capacity(chosen.len());
+        // Counted up before each signal; answers of earlier ticks that
+        // come now take one off too: at worst the wait below wakes early.
         PENDING.store(0, Ordering::Release);
-        if signal {
-            // A rotating subset when there are many threads.
-            let ready: Vec<usize> = (0..live.threads.len())
-                .filter(|&i| !outstanding.contains_key(&live.threads[i].0))
-                .collect();
-            let n = ready.len();
-            let chosen: Vec<usize> = if n <= WALL_THREADS {
-                ready
+        for i in chosen {
+            let (tid, thread, state) = &live[i];
+            // A thread that has used (almost) no CPU since its last walk
+            // stands where that walk found it: its sample repeats that
+            // stack, with the state read now, and it is not woken by a
+            // signal (async-profiler's wall mode does the same).
+            if let Some(prev) = last.get(tid).filter(|_| !carrier(*tid)) {
+                let now = crate::clock::clock_ns(thread_cpu_clock(*tid));
+                if now.is_some_and(|now| now.saturating_sub(prev.thread_cpu) <= IDLE_CPU_NS) {
+                    out.push(Walk {
+                        thread: LocalRef::new(jni, jni_new_local(jni, thread.get())),
+                        state: *state,
+                        time_ns: tick_ns,
+                        frames: prev.frames.clone(),
+                        tid: *tid,
+                        reused: true,
+                        pc: prev.pc,
+                    });
+                    self.reused += 1;
+                    continue;
+                }
+            }
+            let sent = crate::clock::now_ns();
+            PENDING.fetch_add(1, Ordering::AcqRel);
+            // SAFETY: tgkill only sends a signal to a thread of this process.
+            let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, *tid, SIGNAL) };
+            if rc == 0 {
+                outstanding.insert(*tid, (*state, sent));
+                asked.push(*tid);
             } else {
-                let first = self.rotate % n;
-                self.rotate = (first + WALL_THREADS) % n;
-                (0..WALL_THREADS).map(|i| ready[(first + i) % n]).collect()
-            };
-            // A blocked thread is mostly idle (its sample repeats its last
-            // walk, below): the test is on every chosen thread's state.
-            let contended = chosen.iter().any(|&i| {
-                live.threads[i].2 & sys::JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER != 0
-            });
-            wait = contended;
-            let pid = std::process::id() as i32;
-            asked.reserve(chosen.len());
-            for i in chosen {
-                let (tid, thread, state) = &live.threads[i];
-                let vthread = live.vthread(*tid);
-                // A thread that has used (almost) no CPU since its last walk
-                // stands where that walk found it: its sample repeats that
-                // stack, with the state read now, and it is not woken by a
-                // signal (async-profiler's wall mode does the same).
-                if let Some(prev) = last.get(tid).filter(|_| vthread == 0) {
-                    let now = crate::clock::clock_ns(thread_cpu_clock(*tid));
-                    if now.is_some_and(|now| now.saturating_sub(prev.thread_cpu) <= IDLE_CPU_NS) {
-                        out.push(Walk {
-                            thread: LocalRef::new(jni, jni_new_local(jni, thread.get())),
-                            state: *state,
-                            time_ns: tick_ns,
-                            frames: prev.frames.clone(),
-                            tid: *tid,
-                            reused: true,
-                            pc: prev.pc,
-                            monitors: contended,
-                        });
-                        self.reused += 1;
-                        continue;
-                    }
-                }
-                let sent = crate::clock::now_ns();
-                if contended {
-                    PENDING.fetch_add(1, Ordering::AcqRel);
-                }
-                // SAFETY: tgkill only sends a signal to a thread of this process.
-                let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, *tid, SIGNAL) };
-                if rc == 0 {
-                    outstanding.insert(
-                        *tid,
-                        Request {
-                            state: *state,
-                            sent,
-                            tick_ns,
-                            monitors: contended,
-                            vthread,
-                        },
-                    );
-                    asked.push(*tid);
-                } else if contended {
-                    PENDING.fetch_sub(1, Ordering::AcqRel);
-                }
+                PENDING.fetch_sub(1, Ordering::AcqRel);
             }
-        } else if wait {
-            // The last drain waits for every answer still out.
-            asked.extend(outstanding.keys().copied());
-            PENDING.store(asked.len() as i32, Ordering::Release);
         }
-        if wait {
-            let deadline =
-                Instant::now() + ANSWER_WAIT.min(self.interval.max(Duration::from_millis(5)) * 4);
-            loop {
-                let waiting = asked.iter().filter(|t| outstanding.contains_key(t)).count();
-                let now = Instant::now();
-                if waiting == 0 || now >= deadline {
-                    break;
-                }
-                let seen = PENDING.load(Ordering::Acquire);
-                if seen <= 0 {
-                    // Woken by an earlier tick's late answer before all of
-                    // this tick's came: wait for the ones still out (an
-                    // answer that lands in between costs one short sleep).
-                    PENDING.store(waiting as i32, Ordering::Release);
-                } else {
-                    wait_for_answers(seen, (deadline - now).min(Duration::from_millis(1)));
-                }
-                self.drain(|tid, cpu, time, answer| {
-                    take(
-                        &mut outstanding,
-                        &mut last,
-                        &mut out,
-                        tid,
-                        cpu,
-                        time,
-                        answer,
-                    )
-                });
+        let deadline =
+            Instant::now() + ANSWER_WAIT.min(self.interval.max(Duration::from_millis(5)) * 4);
+        loop {
+            let waiting = asked.iter().filter(|t| outstanding.contains_key(t)).count();
+            let now = Instant::now();
+            if waiting == 0 || now >= deadline {
+                break;
             }
+            let seen = PENDING.load(Ordering::Acquire);
+            if seen <= 0 {
+                // Woken by an earlier tick's late answer before all of
+                // this tick's came: wait for the ones still out (an
+                // answer that lands in between costs one short sleep).
+                PENDING.store(waiting as i32, Ordering::Release);
+            } else {
+                wait_for_answers(seen, (deadline - now).min(Duration::from_millis(1)));
+            }
+            self.drain(|tid, cpu, time, answer| {
+                take(
+                    &mut outstanding,
+                    &mut last,
+                    &mut out,
+                    tid,
+                    cpu,
+                    time,
+                    answer,
+                )
+            });
         }
         self.last_walk = last;
         self.late += late;
         self.outstanding = outstanding;
         self.cut_continuations(agent, jni, &mut out);
-        // Earlier ticks' answers first: the sampler pushes the samples in
-        // time order.
-        out.sort_by_key(|w| w.time_ns);
         out
     }
 

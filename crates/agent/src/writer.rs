@@ -201,20 +201,13 @@ impl Writer {
         // period must not be written before it. Read before the buffers
         // are: a hold lifted since has its PERIOD_STARTs in them, and a
         // hold not yet set comes with a period whose calls are all later
-        // than this `now`. Nor past a wall tick whose samples are still to
-        // come (`samples_from`, moved on once they are pushed).
+        // than this `now`.
         let cutoff = if everything {
             u64::MAX
         } else {
             let now = clock::now_ns();
             let hold = self.agent.hold_from.load(Ordering::Acquire);
-            // Bounded, whatever the sampler thread does.
-            let samples = self
-                .agent
-                .samples_from
-                .load(Ordering::Acquire)
-                .max(now.saturating_sub(crate::signal_sampler::HOLD_LIMIT.as_nanos() as u64));
-            now.saturating_sub(HOLD_BACK_NS).min(hold).min(samples)
+            now.saturating_sub(HOLD_BACK_NS).min(hold)
         };
         let heap_bytes = self.seq.take_from(&self.agent.buffers);
         self.agent.buffers.retire(heap_bytes);

@@ -361,11 +361,10 @@ fn signal_samples_keep_every_thread_state() {
 
 #[test]
 fn wall_samples_of_one_tick_share_its_time() {
-    // A wall tick signals its threads and does not wait for them: the
-    // busy main thread's answer is taken a pass later (the next tick, or
-    // 10 ms after its tick with a longer interval), yet its sample has the
-    // time of the tick that signalled it, as the idle threads' samples of
-    // that tick (taken at once, their last walk repeated) do.
+    // The samples of one wall tick are one moment: the busy main thread's
+    // sample (its own walk, answered from the signal handler) has the time
+    // of the tick that signalled it, as the idle threads' samples of that
+    // tick (their last walk repeated) do.
     for interval in ["5ms", "40ms"] {
         let rec = record(
             &["--events", "samples", "--interval", interval],
