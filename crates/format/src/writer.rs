@@ -853,49 +853,7 @@ impl<W: Write> TraceWriter<W> {
         method: MethodId,
         depth: u32,
     ) -> Result<(), FormatError> {
-        if self.v2.is_some() {
-            return self.write(&Event {
-                id,
-                time_ns,
-                thread,
-                kind: EventKind::Call {
-                    method,
-                    depth,
-                    caller: None,
-                    params: Vec::new(),
-                    metrics: Metrics::NONE,
-                },
-            });
-        }
-        let t = self.begin_v1(id, thread)?;
-        let gen = self.generation;
-        self.defs.method(method, gen, &mut self.buf)?;
-        let flags = self.flags_v1(id, t);
-        let st = self.threads.get(t, gen);
-        let expected = st.depth.wrapping_add(1);
-        st.begin_call(depth);
-        let buf = &mut self.buf;
-        if depth == expected {
-            put_head(
-                buf,
-                OP_CALL | flags,
-                t,
-                id,
-                self.next_id,
-                time_ns,
-                self.prev_time,
-            );
-            put_u64(buf, u64::from(method.0));
-        } else {
-            let tag = OP_CALL | F_KIND | flags;
-            put_head(buf, tag, t, id, self.next_id, time_ns, self.prev_time);
-            buf.push(CALL_DEPTH);
-            put_u64(buf, u64::from(method.0));
-            put_i64(buf, i64::from(depth) - i64::from(expected));
-        }
-        st.end_call(depth, method.0, time_ns);
-        self.wrote(id, t, time_ns);
-        Ok(())
+        self.write_call_args(id, time_ns, thread, method, depth, &[])
     }
 
     /// [`write`](TraceWriter::write) of a CALL with argument values
@@ -913,9 +871,6 @@ impl<W: Write> TraceWriter<W> {
         depth: u32,
         params: &[Value],
     ) -> Result<(), FormatError> {
-        if params.is_empty() {
-            return self.write_call(id, time_ns, thread, method, depth);
-        }
         if self.v2.is_some() {
             return self.write(&Event {
                 id,
@@ -940,21 +895,40 @@ impl<W: Write> TraceWriter<W> {
         let st = self.threads.get(t, gen);
         let expected = st.depth.wrapping_add(1);
         st.begin_call(depth);
-        let mut x = CALL_PARAMS;
+        let mut x = 0;
+        if !params.is_empty() {
+            x |= CALL_PARAMS;
+        }
         if depth != expected {
             x |= CALL_DEPTH;
         }
         let buf = &mut self.buf;
-        let tag = OP_CALL | F_KIND | flags;
-        put_head(buf, tag, t, id, self.next_id, time_ns, self.prev_time);
-        buf.push(x);
-        put_u64(buf, u64::from(method.0));
-        if x & CALL_DEPTH != 0 {
-            put_i64(buf, i64::from(depth) - i64::from(expected));
-        }
-        put_u64(buf, params.len() as u64);
-        for p in params {
-            put_value(buf, p);
+        if x == 0 {
+            // The commonest record: no kind byte.
+            put_head(
+                buf,
+                OP_CALL | flags,
+                t,
+                id,
+                self.next_id,
+                time_ns,
+                self.prev_time,
+            );
+            put_u64(buf, u64::from(method.0));
+        } else {
+            let tag = OP_CALL | F_KIND | flags;
+            put_head(buf, tag, t, id, self.next_id, time_ns, self.prev_time);
+            buf.push(x);
+            put_u64(buf, u64::from(method.0));
+            if x & CALL_DEPTH != 0 {
+                put_i64(buf, i64::from(depth) - i64::from(expected));
+            }
+            if x & CALL_PARAMS != 0 {
+                put_u64(buf, params.len() as u64);
+                for p in params {
+                    put_value(buf, p);
+                }
+            }
         }
         st.end_call(depth, method.0, time_ns);
         self.wrote(id, t, time_ns);
