@@ -146,6 +146,20 @@ impl Slot {
         unsafe { Box::from_raw(bytes) }
     }
 
+    /// The argument values of a CALL_PARAMS slot, decoded; the block goes
+    /// back for reuse.
+    ///
+    /// # Safety
+    /// As [`params`](Slot::params): once only, and the slot is not
+    /// dropped afterwards.
+    unsafe fn take_params(&self) -> Vec<Value> {
+        // SAFETY: passed on to the caller.
+        let block = unsafe { self.params() };
+        let params = decode_params(&block, self.class as usize);
+        give_back(block);
+        params
+    }
+
     /// Heap bytes the slot holds beyond its own 40: a boxed event and
     /// its parts, or the encoded arguments.
     pub fn heap_bytes(&self) -> u64 {
@@ -408,9 +422,7 @@ impl Slot {
         }
         if tag == CALL_PARAMS {
             // SAFETY: the slot is not dropped after this.
-            let block = unsafe { slot.params() };
-            let params = decode_params(&block, slot.class as usize);
-            give_back(block);
+            let params = unsafe { slot.take_params() };
             return Event {
                 id: 0,
                 time_ns: slot.time_ns,
@@ -566,9 +578,7 @@ impl Slot {
         if tag == CALL_PARAMS {
             let slot = std::mem::ManuallyDrop::new(self);
             // SAFETY: the slot is not dropped after this.
-            let block = unsafe { slot.params() };
-            let params = decode_params(&block, slot.class as usize);
-            give_back(block);
+            let params = unsafe { slot.take_params() };
             out.write_call_args(id, time_ns, thread, method, depth, &params)?;
             return Ok(Written::Call { depth });
         }
