@@ -488,9 +488,10 @@ fn start(
             env,
             agent_b,
         } => {
-            let agent = match agent_b {
-                true => agent_b_path.context("no agent B")?,
-                false => a.agent,
+            let agent = if agent_b {
+                agent_b_path.context("no agent B")?
+            } else {
+                a.agent
             };
             cmd.arg(format!(
                 "-agentpath:{}={options},file={},quiet",
